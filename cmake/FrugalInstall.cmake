@@ -1,0 +1,25 @@
+# Install rules and the package config: find_package(frugal CONFIG REQUIRED COMPONENTS eigen cuda).
+include(CMakePackageConfigHelpers)
+set(FRUGAL_CMAKE_DIR "${CMAKE_INSTALL_DATADIR}/cmake/frugal")
+
+install(TARGETS frugal EXPORT frugalTargets FILE_SET HEADERS)
+install(EXPORT frugalTargets NAMESPACE frugal:: DESTINATION "${FRUGAL_CMAKE_DIR}")
+# One export file per component, so a consumer that does not ask for Eigen or CUDA
+# never needs them installed.
+foreach(component eigen cuda)
+  if(TARGET frugal_${component})
+    install(TARGETS frugal_${component} EXPORT frugal-${component}Targets FILE_SET HEADERS)
+    install(EXPORT frugal-${component}Targets NAMESPACE frugal:: DESTINATION "${FRUGAL_CMAKE_DIR}")
+  endif()
+endforeach()
+
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/frugalConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/frugalConfig.cmake"
+  INSTALL_DESTINATION "${FRUGAL_CMAKE_DIR}")
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/frugalConfigVersion.cmake"
+  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
+install(FILES "${PROJECT_BINARY_DIR}/frugalConfig.cmake" "${PROJECT_BINARY_DIR}/frugalConfigVersion.cmake"
+        DESTINATION "${FRUGAL_CMAKE_DIR}")
+install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/frugal")

@@ -1,0 +1,16 @@
+#pragma once
+/// @file
+/// frugal umbrella header: every algorithm module. Never includes Eigen or CUDA;
+/// include `frugal/backend/eigen/...` or `frugal/backend/cuda/...` for those.
+/// @code
+/// #include <frugal/frugal.hpp>
+/// @endcode
+
+// core
+#include "frugal/core/assert.hpp"
+#include "frugal/core/concepts.hpp"
+#include "frugal/core/error.hpp"
+#include "frugal/core/matrix_view.hpp"
+#include "frugal/core/memory_budget.hpp"
+#include "frugal/core/stats.hpp"
+#include "frugal/core/version.hpp"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what is missing, then builds and runs every test:
+#  1. the `dev` preset (Debug, warnings as errors): unit tests, header self-containment,
+#     package consumers (find_package and add_subdirectory), examples, the bench harness,
+#     and the CUDA adapter compiled (not run without a GPU) when nvcc is present;
+#  2. the `asan` preset: the unit tests and examples under AddressSanitizer + UBSan;
+#  3. the `tsan` preset: the tests labelled `threads` under ThreadSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+jobs=${FRUGAL_JOBS:-$(nproc)}
+
+for preset in dev asan tsan; do
+  echo "=== ${preset} ==="
+  cmake --preset "$preset" >/dev/null
+  if [ "$preset" = tsan ]; then
+    # Only the suites that start threads need TSan; build just those executables.
+    targets=$(grep -rl --include=CMakeLists.txt "LABELS.*threads" tests | xargs -r grep -ho "frugal_add_test(frugal_test_[a-z_]*" | sed 's/frugal_add_test(//' | sort -u)
+    if [ -z "$targets" ]; then echo "no threaded suites yet"; continue; fi
+    cmake --build --preset tsan -j "$jobs" --target $targets
+    ctest --preset tsan -j "$jobs" -L threads
+  else
+    cmake --build --preset "$preset" -j "$jobs"
+    ctest --preset "$preset" -j "$jobs"
+  fi
+done
+echo "all test presets passed"
