@@ -14,3 +14,6 @@
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
+
+// schedule
+#include "frugal/schedule/timeline.hpp"
