@@ -16,4 +16,5 @@
 #include "frugal/core/version.hpp"
 
 // schedule
+#include "frugal/schedule/graph_switch.hpp"
 #include "frugal/schedule/timeline.hpp"
