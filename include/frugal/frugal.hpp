@@ -18,4 +18,5 @@
 // schedule
 #include "frugal/schedule/graph_switch.hpp"
 #include "frugal/schedule/placement.hpp"
+#include "frugal/schedule/substage.hpp"
 #include "frugal/schedule/timeline.hpp"
