@@ -16,6 +16,7 @@
 #include "frugal/core/version.hpp"
 
 // schedule
+#include "frugal/schedule/chunk_plan.hpp"
 #include "frugal/schedule/graph_switch.hpp"
 #include "frugal/schedule/placement.hpp"
 #include "frugal/schedule/substage.hpp"
