@@ -136,7 +136,7 @@ std::vector<fragment> opt30b_fragments(bool tied) {
     return f;
 }
 
-std::vector<record> placement_records() {
+std::vector<record> placement_records(bool quick) {
     std::vector<record> out;
     const double gib = 1024.0 * 1024 * 1024, mib = 1024.0 * 1024;
     // Per-block compute of a 512-token prefill at 50 TFLOP/s (2 flops per weight per token),
@@ -147,7 +147,8 @@ std::vector<record> placement_records() {
         std::vector<double> compute(50, 0.0);
         for (const auto& fr : f)
             for (std::size_t b : fr.blocks) compute[b] += 2.0 * 512 * double(fr.bytes / 2) / 50e12;
-        for (const std::uint64_t limit_mib : {10, 64, 512, 2048, 4096}) {
+        const auto limits = quick ? std::vector<std::uint64_t>{10, 64} : std::vector<std::uint64_t>{10, 64, 512, 2048, 4096};
+        for (const std::uint64_t limit_mib : limits) {
             const std::uint64_t limit = limit_mib << 20;
             double baseline = 0;
             for (const auto& [name, objective] :
@@ -304,14 +305,14 @@ public:
     }
     int run(result_sink& sink) override {
         for (auto& r : graph_switch_records(instances_, seed_)) sink.add(std::move(r));
-        for (auto& r : placement_records()) sink.add(std::move(r));
+        for (auto& r : placement_records(false)) sink.add(std::move(r));
         for (auto& r : substage_records(requests_, seed_)) sink.add(std::move(r));
         return 0;
     }
     report_section report(const report_context& ctx) override {
         report_section s;
         s.title = "Partition schedulers";
-        const std::size_t instances = ctx.quick ? 10 : 200;
+        const std::size_t instances = ctx.quick ? 3 : 200;
         s.data_source = "generated: " + std::to_string(instances) +
                         " random graph-switch instances per N (seed 1; `frugal-bench schedule` runs 1000), "
                         "and coordgen.txt Figure 8";
@@ -327,7 +328,7 @@ public:
             "Sub-stage budget (HedraRAG Eq. 1, overhead term subtracted): a Poisson retrieval stream (mean gap = mean retrieval / 0.6, "
             "a batched sub-stage lasts its longest slice), 32 clusters per request, beta = 0.5 ms per sub-stage; Eq. 1's mb against fixed budgets.";
         for (auto& r : graph_switch_records(instances, seed_)) s.records.push_back(std::move(r));
-        for (auto& r : placement_records()) s.records.push_back(std::move(r));
+        for (auto& r : placement_records(ctx.quick)) s.records.push_back(std::move(r));
         for (auto& r : substage_records(ctx.quick ? 200 : requests_, seed_)) s.records.push_back(std::move(r));
         s.notes += "\n\nPlacement records:\n\n" +
                    markdown_table(s.records, "placement",
