@@ -14,3 +14,10 @@
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
+
+// schedule
+#include "frugal/schedule/chunk_plan.hpp"
+#include "frugal/schedule/graph_switch.hpp"
+#include "frugal/schedule/placement.hpp"
+#include "frugal/schedule/substage.hpp"
+#include "frugal/schedule/timeline.hpp"
