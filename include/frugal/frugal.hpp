@@ -14,3 +14,12 @@
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
+
+// cache
+#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/count_min_sketch.hpp"
+#include "frugal/cache/gdsf_policy.hpp"
+#include "frugal/cache/lfu_policy.hpp"
+#include "frugal/cache/lru_policy.hpp"
+#include "frugal/cache/priority_buckets.hpp"
+#include "frugal/cache/wtinylfu_policy.hpp"
