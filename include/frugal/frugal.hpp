@@ -21,5 +21,6 @@
 #include "frugal/cache/gdsf_policy.hpp"
 #include "frugal/cache/lfu_policy.hpp"
 #include "frugal/cache/lru_policy.hpp"
+#include "frugal/cache/prefix_tree.hpp"
 #include "frugal/cache/priority_buckets.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
