@@ -251,9 +251,17 @@ public:
     }
 
     /// The value of `key` without counting an access; nullptr when absent.
-    [[nodiscard]] const Value* peek(const Key& key) const {
-        node_type* n = const_cast<basic_cache*>(this)->index_.find(key, hash_of(key));
+    [[nodiscard]] const Value* peek(const Key& key) const { return const_cast<basic_cache*>(this)->peek(key); }
+    [[nodiscard]] Value* peek(const Key& key) {
+        node_type* n = index_.find(key, hash_of(key));
         return n == nullptr ? nullptr : &n->value;
+    }
+
+    /// Calls `f(key, value)` for every entry, in no particular order, without counting
+    /// accesses. `f` must not modify the cache.
+    template <class F>
+    void for_each(F&& f) const {
+        const_cast<basic_cache*>(this)->index_.for_each([&](node_type& n) { f(std::as_const(n.key), std::as_const(n.value)); });
     }
     [[nodiscard]] bool contains(const Key& key) const { return peek(key) != nullptr; }
 

@@ -172,6 +172,18 @@ public:
         return m;
     }
 
+    /// Length of the longest cached prefix of `sequence`, without pinning or counting an access.
+    [[nodiscard]] std::size_t cached_length(std::span<const ChunkId> sequence) const {
+        const children_map* level = &roots_;
+        std::size_t n = 0;
+        for (; n < sequence.size(); ++n) {
+            auto it = level->find(sequence[n]);
+            if (it == level->end()) break;
+            level = &it->second->children;
+        }
+        return n;
+    }
+
     /// Adds `sequence` with `values[i]` for chunk i (values.size() == sequence.size()); the
     /// values of chunks already cached are ignored. Evicts unpinned leaves (never the path
     /// being inserted) until the new chunks fit; stops at the first chunk that cannot fit.
