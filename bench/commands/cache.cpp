@@ -74,16 +74,16 @@ public:
     void put(std::uint64_t key, std::uint32_t value) {
         const std::size_t w = weigher_(key, value);
         if (w > capacity_) return;
-        auto where = order_.emplace(std::pair{std::uint64_t{1}, ++tick_}, key).first;
-        map_.emplace(key, entry{value, 1, where});
-        weight_ += w;
-        while (weight_ > capacity_) {
+        while (weight_ + w > capacity_) {
             auto victim = order_.begin();
             auto it = map_.find(victim->second);
             weight_ -= weigher_(it->first, it->second.value);
             map_.erase(it);
             order_.erase(victim);
         }
+        auto where = order_.emplace(std::pair{std::uint64_t{1}, ++tick_}, key).first;
+        map_.emplace(key, entry{value, 1, where});
+        weight_ += w;
     }
 
 private:

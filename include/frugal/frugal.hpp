@@ -27,5 +27,6 @@
 #include "frugal/cache/prefix_tree.hpp"
 #include "frugal/cache/priority_buckets.hpp"
 #include "frugal/cache/semantic_cache.hpp"
+#include "frugal/cache/sharded_cache.hpp"
 #include "frugal/cache/similarity_index.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"

@@ -69,16 +69,20 @@ public:
             replaced = put_result::replaced;
         }
         const auto w = static_cast<std::size_t>(value);
-        if (w > capacity_) {
+        std::size_t pinned_total = 0;
+        for (auto& e : entries_)
+            if (e.pins > 0) pinned_total += e.weight;
+        if (pinned_total + w > capacity_) {
             log.emplace_back(key, eviction_reason::rejected);
             return put_result::rejected;
         }
-        entry n{key, w, 0, 1, ++time_, 0, cost, 0};
-        if (kind_ == kind::wtinylfu) ++counts_[key];
-        n.priority = priority(n);
-        entries_.push_back(n);
+        entry n{key, w, 0, 1, 0, 0, cost, 0};
+        // W-TinyLFU admits into the window, then evicts (the newcomer may lose); the others
+        // make room among the residents first and always admit the newcomer.
+        const bool admit_first = kind_ == kind::wtinylfu;
         bool kept = true;
-        while (total() > capacity_) {
+        if (admit_first) add(n);
+        while (total() + (admit_first ? 0 : w) > capacity_) {
             int v = victim();
             if (v == none) break;
             if (kind_ == kind::lfuda || kind_ == kind::gdsf) clock_ = find(v)->priority;
@@ -86,6 +90,7 @@ public:
             log.emplace_back(v, v == key ? eviction_reason::rejected : eviction_reason::capacity);
             erase_entry(v);
         }
+        if (!admit_first) add(n);
         if (!kept) return put_result::rejected;
         return replaced;
     }
@@ -140,6 +145,12 @@ private:
     const entry* find(int key) const { return const_cast<reference*>(this)->find(key); }
     void erase_entry(int key) {
         entries_.erase(std::find_if(entries_.begin(), entries_.end(), [&](auto& e) { return e.key == key; }));
+    }
+    void add(entry n) {
+        n.stamp = ++time_;
+        if (kind_ == kind::wtinylfu) ++counts_[n.key];
+        n.priority = priority(n);
+        entries_.push_back(n);
     }
     double priority(const entry& e) const {
         if (kind_ == kind::lfuda) return clock_ + static_cast<double>(e.freq);

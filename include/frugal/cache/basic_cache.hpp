@@ -285,7 +285,9 @@ public:
             const auto r = insert_new(std::forward<K>(key), std::forward<V>(value), w, h, cost);
             return r == put_result::inserted ? put_result::replaced : r;
         }
-        return insert_new(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+        const auto r = insert_new(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+        if (r == put_result::inserted) ++stats_.insertions;
+        return r;
     }
 
     /// Removes `key`; false when absent. Throws when the key is pinned.
@@ -307,7 +309,10 @@ public:
     Value* pin(const Key& key) {
         node_type* n = access(key);
         if (n == nullptr) return nullptr;
-        if (n->pins++ == 0) policy_.remove(*n);
+        if (n->pins++ == 0) {
+            policy_.remove(*n);
+            pinned_weight_ += n->weight;
+        }
         return &n->value;
     }
 
@@ -316,8 +321,9 @@ public:
         node_type* n = index_.find(key, hash_of(key));
         FRUGAL_CHECK(n != nullptr && n->pins > 0, "basic_cache::unpin: the key is not pinned");
         if (--n->pins == 0) {
+            pinned_weight_ -= n->weight;
             policy_.reattach(*n);
-            evict_to_fit(nullptr);  // the capacity may have shrunk while it was pinned
+            evict_to_fit(0, nullptr);  // the capacity may have shrunk while it was pinned
         }
     }
 
@@ -332,7 +338,7 @@ public:
         FRUGAL_CHECK(capacity > 0, "basic_cache::set_capacity: capacity 0 can hold nothing");
         capacity_ = capacity;
         policy_.set_capacity(capacity);
-        evict_to_fit(nullptr);
+        evict_to_fit(0, nullptr);
     }
 
     [[nodiscard]] std::size_t size() const noexcept { return index_.size(); }
@@ -364,28 +370,42 @@ private:
 
     template <class K, class V>
     put_result insert_new(K&& key, V&& value, std::size_t w, std::size_t h, double cost) {
-        if (w > capacity_) {
+        if (pinned_weight_ + w > capacity_) {
+            // Heavier than the budget, or than what the pinned entries leave of it: refused
+            // before anything is evicted.
             Value v(std::forward<V>(value));
-            ++stats_.evictions[static_cast<std::size_t>(eviction_reason::rejected)];
-            if (on_evict_) on_evict_(key, v, eviction_reason::rejected);
+            notify(key, v, eviction_reason::rejected);
             return put_result::rejected;
         }
+        if constexpr (admits_before_eviction) {
+            // W-TinyLFU: the newcomer enters the window first and may lose the admission
+            // contest itself; then it is refused and the budget holds.
+            node_type* n = link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+            return evict_to_fit(0, n) ? put_result::inserted : put_result::rejected;
+        } else {
+            // Room is made among the resident entries first (the newcomer is always admitted,
+            // as in LRU, O(1) LFU and GreedyDual); the freed entry is recycled for it.
+            evict_to_fit(w, nullptr);
+            FRUGAL_ASSERT(weight_ + w <= capacity_);
+            link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+            return put_result::inserted;
+        }
+    }
+
+    template <class K, class V>
+    node_type* link(K&& key, V&& value, std::size_t w, std::size_t h, double cost) {
         node_type* n = create(std::forward<K>(key), std::forward<V>(value), w, h);
         index_.insert(*n);
         weight_ += w;
         policy_.admit(*n, cost);
-        // The policy may choose the newcomer itself (a W-TinyLFU admission loser, or the
-        // only unpinned entry left): then it is refused and the budget holds.
-        if (!evict_to_fit(n)) return put_result::rejected;
-        ++stats_.insertions;
-        return put_result::inserted;
+        return n;
     }
 
-    // Evicts policy victims until the weight fits (when nothing unpinned is left, the weight
-    // can stay above a capacity lowered by set_capacity). False when `newcomer` was evicted.
-    bool evict_to_fit(const node_type* newcomer) {
+    // Evicts policy victims until weight + extra fits (when nothing unpinned is left, the
+    // weight can stay above a capacity lowered by set_capacity). False when `newcomer` was evicted.
+    bool evict_to_fit(std::size_t extra, const node_type* newcomer) {
         bool kept = true;
-        while (weight_ > capacity_) {
+        while (weight_ + extra > capacity_) {
             node_type* v = policy_.victim();
             if (v == nullptr) break;
             policy_.evict(*v);
@@ -439,8 +459,10 @@ private:
     }
     static constexpr std::size_t free_limit = 64;
 
+    static constexpr bool admits_before_eviction = requires { requires Policy::admits_before_eviction; };
+
     std::size_t capacity_;
-    std::size_t weight_ = 0;
+    std::size_t weight_ = 0, pinned_weight_ = 0;
     [[no_unique_address]] Weigher weigher_;
     [[no_unique_address]] Hash hash_;
     typename Index::template type<node_type, Hash, KeyEqual> index_;

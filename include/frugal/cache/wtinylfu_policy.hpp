@@ -25,6 +25,8 @@ namespace frugal {
 /// @endcode
 template <class Sketch = count_min_sketch>
 struct wtinylfu_policy {
+    /// The newcomer joins the window before the eviction that makes room for it.
+    static constexpr bool admits_before_eviction = true;
     enum class segment : std::uint8_t { window, probation, protected_ };
     struct node_data : detail::lru_hook {
         segment where = segment::window;
