@@ -45,6 +45,30 @@ void prefix_tree_insert_evict(benchmark::State& state) {
 }
 BENCHMARK(prefix_tree_insert_evict)->RangeMultiplier(10)->Range(1000, 1000000)->Unit(benchmark::kNanosecond);
 
+// Eviction alone: evict_one() on a tree kept between n/2 and n nodes (refilled untimed).
+void prefix_tree_evict_one(benchmark::State& state) {
+    const auto n = static_cast<std::size_t>(state.range(0));
+    std::mt19937_64 rng(1);
+    tree_type tree(frugal::memory_budget(1ull << 40));
+    fill(tree, n, rng);
+    const std::size_t full = tree.size();
+    std::uint64_t next = 3ull << 32;
+    for (auto _ : state) {
+        if (tree.size() < full / 2) {
+            state.PauseTiming();
+            while (tree.size() < full) {
+                const std::uint64_t s[1] = {next++};
+                const value v[1] = {{next, 1, 1.0 + static_cast<double>(rng() % 8)}};
+                tree.insert(s, v);
+            }
+            state.ResumeTiming();
+        }
+        benchmark::DoNotOptimize(tree.evict_one());
+    }
+    state.counters["nodes"] = static_cast<double>(full);
+}
+BENCHMARK(prefix_tree_evict_one)->RangeMultiplier(10)->Range(1000, 1000000)->Unit(benchmark::kNanosecond);
+
 // Baseline: rebuild a min-heap of all leaf priorities for every eviction.
 void heap_rebuild(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
