@@ -3,6 +3,7 @@
 /// embedding_row_cache: GRATING's embedding-table cache, an LRU of embedding rows read on
 /// miss from a row store, and `row_file`, a row store over a binary file.
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>

@@ -3,6 +3,7 @@
 /// similarity_index: the vector-store concept behind the semantic QA bank, and a flat
 /// (exhaustive) reference index whose scan is pluggable.
 
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
