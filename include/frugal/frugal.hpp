@@ -15,6 +15,22 @@
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
 
+// cache
+#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/count_min_sketch.hpp"
+#include "frugal/cache/embedding_row_cache.hpp"
+#include "frugal/cache/gdsf_policy.hpp"
+#include "frugal/cache/hot_set.hpp"
+#include "frugal/cache/lfu_policy.hpp"
+#include "frugal/cache/lru_policy.hpp"
+#include "frugal/cache/percache_scheduler.hpp"
+#include "frugal/cache/prefix_tree.hpp"
+#include "frugal/cache/priority_buckets.hpp"
+#include "frugal/cache/semantic_cache.hpp"
+#include "frugal/cache/sharded_cache.hpp"
+#include "frugal/cache/similarity_index.hpp"
+#include "frugal/cache/wtinylfu_policy.hpp"
+
 // schedule
 #include "frugal/schedule/chunk_plan.hpp"
 #include "frugal/schedule/graph_switch.hpp"

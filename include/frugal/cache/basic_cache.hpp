@@ -1,0 +1,480 @@
+#pragma once
+/// @file
+/// basic_cache: the generic key/value cache core every frugal cache is built on.
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <boost/intrusive/unordered_set.hpp>  // also unordered_multiset
+
+#include "frugal/core/assert.hpp"
+#include "frugal/core/error.hpp"
+
+namespace frugal {
+
+/// Why an entry left the cache (or never entered it); passed to the eviction callback and
+/// counted in `cache_stats::evictions`.
+enum class eviction_reason : std::uint8_t {
+    capacity,  ///< chosen by the policy to make room (including W-TinyLFU admission losers)
+    rejected,  ///< never admitted: heavier than the whole budget, or the rest is pinned
+    replaced,  ///< the old value of a key that was put again
+    erased,    ///< removed by erase()
+    cleared,   ///< removed by clear()
+};
+
+/// Number of `eviction_reason` values, the size of `cache_stats::evictions`.
+inline constexpr std::size_t eviction_reason_count = 5;
+
+/// Counters of a cache since construction or the last `reset_stats()`.
+/// @code
+/// auto s = cache.stats();
+/// double hr = s.hit_ratio();
+/// auto by_policy = s.evicted(frugal::eviction_reason::capacity);
+/// @endcode
+struct cache_stats {
+    std::uint64_t hits = 0, misses = 0;
+    std::uint64_t bytes_hit = 0;   ///< weight of the entries that hit
+    std::uint64_t insertions = 0;  ///< admitted new keys
+    std::array<std::uint64_t, eviction_reason_count> evictions{};
+
+    [[nodiscard]] std::uint64_t evicted(eviction_reason r) const noexcept {
+        return evictions[static_cast<std::size_t>(r)];
+    }
+    [[nodiscard]] double hit_ratio() const noexcept {
+        const auto n = hits + misses;
+        return n == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(n);
+    }
+};
+
+/// Weighs every entry as 1: the capacity counts entries.
+struct unit_weigher {
+    template <class Key, class Value>
+    constexpr std::size_t operator()(const Key&, const Value&) const noexcept {
+        return 1;
+    }
+};
+
+/// A weigher returns the cost of an entry in capacity units (bytes, pages, entries).
+template <class W, class Key, class Value>
+concept cache_weigher = std::is_invocable_r_v<std::size_t, const W&, const Key&, const Value&>;
+
+/// Result of `basic_cache::put`.
+enum class put_result : std::uint8_t {
+    inserted,  ///< a new key was admitted
+    replaced,  ///< the key was present; its value was replaced
+    rejected,  ///< not admitted (heavier than the budget, or no unpinned entry left to evict)
+};
+
+namespace detail {
+/// Fibonacci mixing of the user's hash so that power-of-two bucket masks see every bit.
+[[nodiscard]] constexpr std::size_t mix_hash(std::size_t h) noexcept {
+    return static_cast<std::size_t>((static_cast<std::uint64_t>(h) * 0x9E3779B97F4A7C15ull) >> 16 ^
+                                    static_cast<std::uint64_t>(h));
+}
+}  // namespace detail
+
+/// Index (key -> entry) on Boost.Intrusive hooks inside the entries: lookups, inserts and
+/// erases allocate nothing; only growth of the bucket array does (amortized, doubling).
+/// The default index of `basic_cache`.
+struct intrusive_index {
+    using hook = boost::intrusive::unordered_set_member_hook<
+        boost::intrusive::link_mode<boost::intrusive::normal_link>, boost::intrusive::store_hash<true>>;
+
+    template <class Node, class Hash, class KeyEqual>
+    class type {
+        struct node_hash {
+            std::size_t operator()(const Node& n) const noexcept { return n.hash; }
+        };
+        struct node_equal {
+            bool operator()(const Node& a, const Node& b) const { return a.hash == b.hash && KeyEqual{}(a.key, b.key); }
+        };
+        using set = boost::intrusive::unordered_multiset<
+            Node, boost::intrusive::member_hook<Node, hook, &Node::index_hook>,
+            boost::intrusive::hash<node_hash>, boost::intrusive::equal<node_equal>,
+            boost::intrusive::power_2_buckets<true>, boost::intrusive::constant_time_size<true>>;
+        using bucket_type = typename set::bucket_type;
+        using bucket_traits = typename set::bucket_traits;
+
+        struct key_hash {
+            std::size_t h;
+            std::size_t operator()(const auto&) const noexcept { return h; }
+        };
+        struct key_node_equal {
+            const KeyEqual& eq;
+            std::size_t h;
+            template <class K>
+            bool operator()(const K& k, const Node& n) const { return n.hash == h && eq(k, n.key); }
+        };
+
+    public:
+        explicit type(KeyEqual eq = {}) : eq_(std::move(eq)), buckets_(initial), set_(bucket_traits(buckets_.data(), initial)) {}
+        type(const type&) = delete;
+        type& operator=(const type&) = delete;
+        ~type() { set_.clear(); }
+
+        template <class K>
+        [[nodiscard]] Node* find(const K& key, std::size_t hash) {
+            auto it = set_.find(key, key_hash{hash}, key_node_equal{eq_, hash});
+            return it == set_.end() ? nullptr : &*it;
+        }
+        void insert(Node& n) {
+            if (set_.size() + 1 > buckets_.size()) grow();
+            set_.insert(n);
+        }
+        void erase(Node& n) noexcept { set_.erase(set_.iterator_to(n)); }
+        [[nodiscard]] std::size_t size() const noexcept { return set_.size(); }
+        template <class F>
+        void for_each(F&& f) {
+            for (auto& n : set_) f(n);
+        }
+
+    private:
+        static constexpr std::size_t initial = 16;
+        void grow() {
+            std::vector<bucket_type> bigger(buckets_.size() * 2);
+            set_.rehash(bucket_traits(bigger.data(), bigger.size()));
+            buckets_.swap(bigger);
+        }
+        [[no_unique_address]] KeyEqual eq_;
+        std::vector<bucket_type> buckets_;
+        set set_;
+    };
+};
+
+/// Index on any std::unordered_map-like `Map<Key, Node*, Hash, KeyEqual>` (std::unordered_map,
+/// a flat map, a concurrent map): pick it to plug in your own map type.
+/// @code
+/// using my_cache = frugal::basic_cache<int, float, frugal::lru_policy, frugal::unit_weigher,
+///     std::hash<int>, std::equal_to<int>, frugal::map_index<std::unordered_map>>;
+/// @endcode
+template <template <class, class, class, class, class...> class Map>
+struct map_index {
+    struct hook {};
+    template <class Node, class Hash, class KeyEqual>
+    class type {
+    public:
+        using key_type = std::remove_cvref_t<decltype(std::declval<Node&>().key)>;
+        explicit type(KeyEqual eq = {}) : map_(16, Hash{}, std::move(eq)) {}
+        template <class K>
+        [[nodiscard]] Node* find(const K& key, std::size_t) {
+            auto it = map_.find(key);
+            return it == map_.end() ? nullptr : it->second;
+        }
+        void insert(Node& n) { map_.emplace(n.key, &n); }
+        void erase(Node& n) { map_.erase(n.key); }
+        [[nodiscard]] std::size_t size() const noexcept { return map_.size(); }
+        template <class F>
+        void for_each(F&& f) {
+            for (auto& kv : map_) f(*kv.second);
+        }
+
+    private:
+        Map<key_type, Node*, Hash, KeyEqual> map_;
+    };
+};
+
+/// One cache entry: the user's key and value, its weight and pin count, the index hook and
+/// the policy's per-entry data (list hooks, frequency, priority).
+template <class Key, class Value, class PolicyData, class IndexHook>
+struct cache_node : PolicyData {
+    template <class K, class V>
+    cache_node(K&& k, V&& v, std::size_t w, std::size_t h)
+        : key(std::forward<K>(k)), value(std::forward<V>(v)), weight(w), hash(h) {}
+    IndexHook index_hook;
+    Key key;
+    Value value;
+    std::size_t weight;
+    std::size_t hash;
+    std::uint32_t pins = 0;
+};
+
+/// Generic cache: any key and value, a policy (`lru_policy`, `lfu_policy`, `lfuda_policy`,
+/// `gdsf_policy`, `wtinylfu_policy`) and a weigher that sets what the capacity counts
+/// (entries by default; bytes with a byte weigher).
+///
+/// Pinned entries (`pin`, or the RAII `acquire`) are never evicted; when the unpinned rest
+/// cannot make room the new entry is refused (`put_result::rejected`, callback reason
+/// `rejected`), never the budget exceeded. An entry heavier than the whole capacity is refused
+/// the same way. Hits, replacements and (in steady state) misses allocate nothing: entries
+/// sit on Boost.Intrusive hooks and freed entries are recycled.
+/// @code
+/// frugal::lru_cache<std::uint64_t, block_handle> c(1000);
+/// c.set_eviction_callback([](auto& key, auto& value, frugal::eviction_reason) { release(value); });
+/// if (auto* v = c.get(42)) use(*v); else c.put(42, load(42));
+/// @endcode
+template <class Key, class Value, class Policy, class Weigher = unit_weigher, class Hash = std::hash<Key>,
+          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
+class basic_cache {
+public:
+    using key_type = Key;
+    using mapped_type = Value;
+    using policy_type = Policy;
+    using node_type = cache_node<Key, Value, typename Policy::node_data, typename Index::hook>;
+    using callback_type = std::function<void(const Key&, Value&, eviction_reason)>;
+
+    /// A cache of `capacity` weight units (entries with `unit_weigher`). Extra arguments go to
+    /// the policy state (e.g. a W-TinyLFU window fraction).
+    template <class... PolicyArgs>
+    explicit basic_cache(std::size_t capacity, Weigher weigher = {}, Hash hash = {}, KeyEqual eq = {},
+                         PolicyArgs&&... policy_args)
+        : capacity_(capacity), weigher_(std::move(weigher)), hash_(std::move(hash)), index_(std::move(eq)),
+          policy_(capacity, std::forward<PolicyArgs>(policy_args)...) {
+        FRUGAL_CHECK(capacity > 0, "basic_cache: capacity 0 can hold nothing");
+    }
+    basic_cache(const basic_cache&) = delete;
+    basic_cache& operator=(const basic_cache&) = delete;
+    ~basic_cache() {
+        std::vector<node_type*> all;
+        all.reserve(index_.size());
+        index_.for_each([&](node_type& n) { all.push_back(&n); });
+        for (node_type* n : all) {
+            index_.erase(*n);
+            destroy(n);
+        }
+        for (void* p : free_) ::operator delete(p, std::align_val_t{alignof(node_type)});
+    }
+
+    /// Called with (key, value, reason) whenever an entry leaves the cache or is refused.
+    void set_eviction_callback(callback_type cb) { on_evict_ = std::move(cb); }
+
+    /// The value of `key` (a hit: the policy records the access), or nullptr (a miss).
+    [[nodiscard]] Value* get(const Key& key) {
+        node_type* n = access(key);
+        return n == nullptr ? nullptr : &n->value;
+    }
+
+    /// The value of `key` without counting an access; nullptr when absent.
+    [[nodiscard]] const Value* peek(const Key& key) const { return const_cast<basic_cache*>(this)->peek(key); }
+    [[nodiscard]] Value* peek(const Key& key) {
+        node_type* n = index_.find(key, hash_of(key));
+        return n == nullptr ? nullptr : &n->value;
+    }
+
+    /// Calls `f(key, value)` for every entry, in no particular order, without counting
+    /// accesses. `f` must not modify the cache.
+    template <class F>
+    void for_each(F&& f) const {
+        const_cast<basic_cache*>(this)->index_.for_each([&](node_type& n) { f(std::as_const(n.key), std::as_const(n.value)); });
+    }
+    [[nodiscard]] bool contains(const Key& key) const { return peek(key) != nullptr; }
+
+    /// Inserts `key` or replaces its value, then evicts by the policy until the weight fits.
+    /// `cost` is the miss cost used by cost-aware policies (GDSF); others ignore it. A pinned
+    /// key cannot be replaced (its value is in use): that throws.
+    template <class K, class V>
+    put_result put(K&& key, V&& value, double cost = 1.0) {
+        const std::size_t h = hash_of(key);
+        const std::size_t w = weigher_(std::as_const(key), std::as_const(value));
+        if (node_type* n = index_.find(key, h)) {
+            FRUGAL_CHECK(n->pins == 0, "basic_cache::put: the key is pinned (", n->pins,
+                         " pins); release it before replacing its value");
+            policy_.remove(*n);
+            weight_ -= n->weight;
+            index_.erase(*n);
+            notify(n->key, n->value, eviction_reason::replaced);
+            destroy(n);
+            // Fall through: a replacement is an insertion that keeps nothing of the old entry
+            // but the policy's frequency record, which sketch-based policies keep by key hash.
+            const auto r = insert_new(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+            return r == put_result::inserted ? put_result::replaced : r;
+        }
+        const auto r = insert_new(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+        if (r == put_result::inserted) ++stats_.insertions;
+        return r;
+    }
+
+    /// Removes `key`; false when absent. Throws when the key is pinned.
+    bool erase(const Key& key) {
+        node_type* n = index_.find(key, hash_of(key));
+        if (n == nullptr) return false;
+        FRUGAL_CHECK(n->pins == 0, "basic_cache::erase: the key is pinned (", n->pins, " pins)");
+        remove(n, eviction_reason::erased);
+        return true;
+    }
+
+    /// Removes every unpinned entry (reason `cleared`); pinned ones stay.
+    void clear() {
+        while (node_type* v = policy_.victim()) remove(v, eviction_reason::cleared);
+    }
+
+    /// Pins `key` (reference counted): it is not evicted until as many `unpin` calls. Counts
+    /// as an access. Returns the value, or nullptr when absent (a miss).
+    Value* pin(const Key& key) {
+        node_type* n = access(key);
+        if (n == nullptr) return nullptr;
+        if (n->pins++ == 0) {
+            policy_.remove(*n);
+            pinned_weight_ += n->weight;
+        }
+        return &n->value;
+    }
+
+    /// Releases one pin of `key`; throws when the key is absent or not pinned.
+    void unpin(const Key& key) {
+        node_type* n = index_.find(key, hash_of(key));
+        FRUGAL_CHECK(n != nullptr && n->pins > 0, "basic_cache::unpin: the key is not pinned");
+        if (--n->pins == 0) {
+            pinned_weight_ -= n->weight;
+            policy_.reattach(*n);
+            evict_to_fit(0, nullptr);  // the capacity may have shrunk while it was pinned
+        }
+    }
+
+    /// Pin count of `key` (0 when absent or unpinned).
+    [[nodiscard]] std::uint32_t pins(const Key& key) const {
+        node_type* n = const_cast<basic_cache*>(this)->index_.find(key, hash_of(key));
+        return n == nullptr ? 0 : n->pins;
+    }
+
+    /// Changes the capacity, evicting unpinned entries down to it where possible.
+    void set_capacity(std::size_t capacity) {
+        FRUGAL_CHECK(capacity > 0, "basic_cache::set_capacity: capacity 0 can hold nothing");
+        capacity_ = capacity;
+        policy_.set_capacity(capacity);
+        evict_to_fit(0, nullptr);
+    }
+
+    [[nodiscard]] std::size_t size() const noexcept { return index_.size(); }
+    [[nodiscard]] std::size_t weight() const noexcept { return weight_; }
+    [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+    [[nodiscard]] const cache_stats& stats() const noexcept { return stats_; }
+    void reset_stats() noexcept { stats_ = {}; }
+    [[nodiscard]] const auto& policy() const noexcept { return policy_; }
+
+private:
+    using policy_state = typename Policy::template state<node_type>;
+
+    template <class K>
+    [[nodiscard]] std::size_t hash_of(const K& key) const {
+        return detail::mix_hash(hash_(key));
+    }
+    node_type* access(const Key& key) {
+        const std::size_t h = hash_of(key);
+        node_type* n = index_.find(key, h);
+        if (n == nullptr) {
+            ++stats_.misses;
+            return nullptr;
+        }
+        ++stats_.hits;
+        stats_.bytes_hit += n->weight;
+        if (n->pins == 0) policy_.touch(*n);
+        return n;
+    }
+
+    template <class K, class V>
+    put_result insert_new(K&& key, V&& value, std::size_t w, std::size_t h, double cost) {
+        if (pinned_weight_ + w > capacity_) {
+            // Heavier than the budget, or than what the pinned entries leave of it: refused
+            // before anything is evicted.
+            Value v(std::forward<V>(value));
+            notify(key, v, eviction_reason::rejected);
+            return put_result::rejected;
+        }
+        if constexpr (admits_before_eviction) {
+            // W-TinyLFU: the newcomer enters the window first and may lose the admission
+            // contest itself; then it is refused and the budget holds.
+            node_type* n = link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+            return evict_to_fit(0, n) ? put_result::inserted : put_result::rejected;
+        } else {
+            // Room is made among the resident entries first (the newcomer is always admitted,
+            // as in LRU, O(1) LFU and GreedyDual); the freed entry is recycled for it.
+            evict_to_fit(w, nullptr);
+            FRUGAL_ASSERT(weight_ + w <= capacity_);
+            link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+            return put_result::inserted;
+        }
+    }
+
+    template <class K, class V>
+    node_type* link(K&& key, V&& value, std::size_t w, std::size_t h, double cost) {
+        node_type* n = create(std::forward<K>(key), std::forward<V>(value), w, h);
+        index_.insert(*n);
+        weight_ += w;
+        policy_.admit(*n, cost);
+        return n;
+    }
+
+    // Evicts policy victims until weight + extra fits (when nothing unpinned is left, the
+    // weight can stay above a capacity lowered by set_capacity). False when `newcomer` was evicted.
+    bool evict_to_fit(std::size_t extra, const node_type* newcomer) {
+        bool kept = true;
+        while (weight_ + extra > capacity_) {
+            node_type* v = policy_.victim();
+            if (v == nullptr) break;
+            policy_.evict(*v);
+            kept = kept && v != newcomer;
+            remove_unlinked(v, v == newcomer ? eviction_reason::rejected : eviction_reason::capacity);
+        }
+        return kept;
+    }
+
+    void remove(node_type* n, eviction_reason why) {
+        policy_.remove(*n);
+        remove_unlinked(n, why);
+    }
+    void remove_unlinked(node_type* n, eviction_reason why) {
+        weight_ -= n->weight;
+        index_.erase(*n);
+        notify(n->key, n->value, why);
+        destroy(n);
+    }
+    void notify(const Key& k, Value& v, eviction_reason why) {
+        ++stats_.evictions[static_cast<std::size_t>(why)];
+        if (on_evict_) on_evict_(k, v, why);
+    }
+
+    // Freed entries are kept for reuse so that a miss in steady state allocates nothing
+    // (a hand-written free list: std::pmr pools would also keep them, but add a virtual
+    // call per allocation and cannot be bounded to the recent peak like this).
+    template <class K, class V>
+    node_type* create(K&& key, V&& value, std::size_t w, std::size_t h) {
+        void* p;
+        if (!free_.empty()) {
+            p = free_.back();
+            free_.pop_back();
+        } else {
+            p = ::operator new(sizeof(node_type), std::align_val_t{alignof(node_type)});
+        }
+        try {
+            return ::new (p) node_type(std::forward<K>(key), std::forward<V>(value), w, h);
+        } catch (...) {
+            free_.push_back(p);
+            throw;
+        }
+    }
+    void destroy(node_type* n) noexcept {
+        n->~node_type();
+        if (free_.size() < free_limit) {
+            free_.push_back(n);  // reserved below: never reallocates
+        } else {
+            ::operator delete(n, std::align_val_t{alignof(node_type)});
+        }
+    }
+    static constexpr std::size_t free_limit = 64;
+
+    static constexpr bool admits_before_eviction = requires { requires Policy::admits_before_eviction; };
+
+    std::size_t capacity_;
+    std::size_t weight_ = 0, pinned_weight_ = 0;
+    [[no_unique_address]] Weigher weigher_;
+    [[no_unique_address]] Hash hash_;
+    typename Index::template type<node_type, Hash, KeyEqual> index_;
+    policy_state policy_;
+    cache_stats stats_;
+    callback_type on_evict_;
+    std::vector<void*> free_ = [] {
+        std::vector<void*> v;
+        v.reserve(free_limit);
+        return v;
+    }();
+};
+
+}  // namespace frugal

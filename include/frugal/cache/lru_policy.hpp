@@ -1,0 +1,84 @@
+#pragma once
+/// @file
+/// lru_policy: least-recently-used replacement, O(1) per operation, and `lru_cache`.
+
+#include <cstddef>
+#include <functional>
+
+#include <boost/intrusive/list.hpp>
+
+#include "frugal/cache/basic_cache.hpp"
+
+namespace frugal {
+
+namespace detail {
+struct lru_tag;
+/// Base hook of entries kept on a recency list (LRU, the W-TinyLFU segments).
+using lru_hook = boost::intrusive::list_base_hook<boost::intrusive::tag<lru_tag>,
+                                                  boost::intrusive::link_mode<boost::intrusive::normal_link>>;
+
+/// An intrusive recency list of entries (least recent at the front) with its total weight.
+template <class Node>
+class recency_list {
+public:
+    recency_list() = default;
+    recency_list(const recency_list&) = delete;
+    recency_list& operator=(const recency_list&) = delete;
+    ~recency_list() { list_.clear(); }
+    void push_back(Node& n) noexcept {
+        list_.push_back(n);
+        weight_ += n.weight;
+    }
+    void erase(Node& n) noexcept {
+        list_.erase(list_.iterator_to(n));
+        weight_ -= n.weight;
+    }
+    void move_to_back(Node& n) noexcept { list_.splice(list_.end(), list_, list_.iterator_to(n)); }
+    [[nodiscard]] Node* front() noexcept { return list_.empty() ? nullptr : &list_.front(); }
+    [[nodiscard]] bool empty() const noexcept { return list_.empty(); }
+    [[nodiscard]] std::size_t weight() const noexcept { return weight_; }
+    [[nodiscard]] std::size_t size() const noexcept { return list_.size(); }
+
+private:
+    boost::intrusive::list<Node, boost::intrusive::base_hook<lru_hook>,
+                           boost::intrusive::constant_time_size<true>>
+        list_;
+    std::size_t weight_ = 0;
+};
+}  // namespace detail
+
+/// Least-recently-used replacement: the victim is the entry whose last access is oldest.
+/// Reproduces the LRU hit ratios of the ARC paper (Megiddo & Modha, FAST'03) exactly.
+/// @code
+/// frugal::basic_cache<int, std::string, frugal::lru_policy> c(100);
+/// @endcode
+struct lru_policy {
+    struct node_data : detail::lru_hook {};
+    template <class Node>
+    class state {
+    public:
+        explicit state(std::size_t /*capacity*/) {}
+        void admit(Node& n, double /*cost*/) noexcept { list_.push_back(n); }
+        void touch(Node& n) noexcept { list_.move_to_back(n); }
+        void remove(Node& n) noexcept { list_.erase(n); }
+        void reattach(Node& n) noexcept { list_.push_back(n); }
+        void evict(Node& n) noexcept { list_.erase(n); }
+        [[nodiscard]] Node* victim() noexcept { return list_.front(); }
+        void set_capacity(std::size_t) noexcept {}
+
+    private:
+        detail::recency_list<Node> list_;
+    };
+};
+
+/// An LRU cache of `capacity` weight units (entries by default).
+/// @code
+/// frugal::lru_cache<std::uint64_t, int> c(1000);
+/// c.put(7, 1);
+/// int* v = c.get(7);
+/// @endcode
+template <class Key, class Value, class Weigher = unit_weigher, class Hash = std::hash<Key>,
+          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
+using lru_cache = basic_cache<Key, Value, lru_policy, Weigher, Hash, KeyEqual, Index>;
+
+}  // namespace frugal

@@ -1,0 +1,440 @@
+#pragma once
+/// @file
+/// prefix_tree: PerCache's knowledge bank, a tree of chunk-id sequences whose nodes hold the
+/// caller's handles to per-chunk tensors, under a byte budget with leaf-only eviction.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <boost/intrusive/set.hpp>
+
+#if __has_include(<fcntl.h>) && __has_include(<unistd.h>)
+#include <fcntl.h>
+#include <unistd.h>
+#define FRUGAL_PREFIX_TREE_FSYNC 1
+#endif
+
+#include "frugal/core/assert.hpp"
+#include "frugal/core/error.hpp"
+#include "frugal/core/memory_budget.hpp"
+
+namespace frugal {
+
+/// Eviction order of a prefix tree's leaves: least recently used first.
+struct tree_lru {
+    static double priority(std::uint64_t /*frequency*/, std::uint64_t tick, double /*cost*/, std::size_t /*bytes*/,
+                           double /*clock*/) noexcept {
+        return static_cast<double>(tick);
+    }
+};
+/// Eviction order of a prefix tree's leaves: fewest accesses first (oldest among equals);
+/// PerCache's knowledge-bank policy (section 4.1.3).
+struct tree_lfu {
+    static double priority(std::uint64_t frequency, std::uint64_t, double, std::size_t, double) noexcept {
+        return static_cast<double>(frequency);
+    }
+};
+/// Eviction order of a prefix tree's leaves: PGDSF (RAGCache), clock + frequency x cost /
+/// bytes, the clock raised to each evicted priority.
+struct tree_gdsf {
+    static double priority(std::uint64_t frequency, std::uint64_t, double cost, std::size_t bytes, double clock) noexcept {
+        return clock + static_cast<double>(frequency) * cost / static_cast<double>(bytes);
+    }
+};
+
+/// What the tree stores for one chunk: the caller's handle to its tensors (a device pointer,
+/// a file offset), their size in bytes and the cost of recomputing them (for `tree_gdsf`).
+template <class Handle>
+struct chunk_value {
+    Handle handle;
+    std::size_t bytes;
+    double cost = 1.0;
+};
+
+/// PerCache's knowledge bank (section 4.1.1): a tree keyed by sequences of chunk ids, one node
+/// per (prefix, chunk) holding the handle to that chunk's QKV tensors. `match` finds the
+/// longest cached prefix of a sequence and pins it until the returned handle is released;
+/// `insert` adds the rest; when the bytes exceed the budget, unpinned leaves are evicted in
+/// `Policy` order, O(log n) per eviction (an intrusive red-black tree of the evictable leaves:
+/// no heap rebuild per eviction). `save`/`load` persist the index crash-safely.
+/// @code
+/// frugal::prefix_tree<std::uint32_t, std::uint64_t> tree(frugal::memory_budget::mib(512));
+/// auto m = tree.match(chunks);                 // m.length() chunks reusable, pinned
+/// std::vector<frugal::chunk_value<std::uint64_t>> v = prefill(chunks, m.length());
+/// tree.insert(chunks, v);                      // values for positions < m.length() are ignored
+/// m.release();
+/// @endcode
+template <class ChunkId, class Handle, class Policy = tree_lfu, class Hash = std::hash<ChunkId>>
+class prefix_tree {
+    struct node;
+    using leaf_hook = boost::intrusive::set_base_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
+    using children_map = std::unordered_map<ChunkId, std::unique_ptr<node>, Hash>;
+    struct node : leaf_hook {
+        node(const ChunkId& i, chunk_value<Handle> v, node* p) : id(i), value(std::move(v)), parent(p) {}
+        ChunkId id;
+        chunk_value<Handle> value;
+        node* parent;
+        children_map children;
+        std::uint64_t frequency = 0, tick = 0;
+        double priority = 0;
+        std::uint32_t pins = 0;
+        bool in_leaf_set = false;
+    };
+    struct leaf_order {
+        bool operator()(const node& a, const node& b) const noexcept {
+            return a.priority < b.priority || (a.priority == b.priority && a.tick < b.tick);
+        }
+    };
+    using leaf_set = boost::intrusive::multiset<node, boost::intrusive::compare<leaf_order>>;
+
+public:
+    /// Called for each evicted chunk: free its tensors or demote them to a lower tier.
+    using eviction_callback = std::function<void(const ChunkId&, Handle&, std::size_t bytes)>;
+
+    /// A pinned longest cached prefix, from `match`. Move-only; releases its pins on
+    /// destruction or `release()`.
+    class prefix_match {
+    public:
+        prefix_match() = default;
+        prefix_match(prefix_match&& o) noexcept : tree_(std::exchange(o.tree_, nullptr)), path_(std::move(o.path_)) {}
+        prefix_match& operator=(prefix_match&& o) noexcept {
+            if (this != &o) {
+                release();
+                tree_ = std::exchange(o.tree_, nullptr);
+                path_ = std::move(o.path_);
+            }
+            return *this;
+        }
+        ~prefix_match() { release(); }
+        /// Number of leading chunks that are cached.
+        [[nodiscard]] std::size_t length() const noexcept { return path_.size(); }
+        /// Handle of the i-th cached chunk (i < length()).
+        [[nodiscard]] const Handle& handle(std::size_t i) const {
+            FRUGAL_CHECK_AS(frugal::out_of_range, i < path_.size(), "prefix_match: chunk ", i, " >= length ", path_.size());
+            return path_[i]->value.handle;
+        }
+        /// Drops the pins; the chunks become evictable again.
+        void release() noexcept {
+            if (tree_ != nullptr) tree_->unpin_path(path_);
+            tree_ = nullptr;
+            path_.clear();
+        }
+
+    private:
+        friend class prefix_tree;
+        prefix_tree* tree_ = nullptr;
+        std::vector<node*> path_;
+    };
+
+    /// Result of `insert`: positions [0, existing) were cached already, [existing, cached)
+    /// were added (their handles now belong to the tree), [cached, n) did not fit in the
+    /// budget beside the pinned chunks and stay the caller's.
+    struct insert_result {
+        std::size_t existing = 0, cached = 0;
+    };
+
+    explicit prefix_tree(memory_budget budget) : budget_(budget.bytes()) {}
+    prefix_tree(const prefix_tree&) = delete;
+    prefix_tree& operator=(const prefix_tree&) = delete;
+    ~prefix_tree() {
+        leaves_.clear();
+        roots_.clear();
+    }
+
+    void set_eviction_callback(eviction_callback cb) { on_evict_ = std::move(cb); }
+
+    /// The longest cached prefix of `sequence`, pinned (never evicted) until released. Each
+    /// matched chunk counts one access.
+    [[nodiscard]] prefix_match match(std::span<const ChunkId> sequence) {
+        prefix_match m;
+        m.tree_ = this;
+        children_map* level = &roots_;
+        for (const ChunkId& id : sequence) {
+            auto it = level->find(id);
+            if (it == level->end()) break;
+            node* n = it->second.get();
+            touch(*n);
+            pin(*n);
+            m.path_.push_back(n);
+            level = &n->children;
+        }
+        return m;
+    }
+
+    /// Length of the longest cached prefix of `sequence`, without pinning or counting an access.
+    [[nodiscard]] std::size_t cached_length(std::span<const ChunkId> sequence) const {
+        const children_map* level = &roots_;
+        std::size_t n = 0;
+        for (; n < sequence.size(); ++n) {
+            auto it = level->find(sequence[n]);
+            if (it == level->end()) break;
+            level = &it->second->children;
+        }
+        return n;
+    }
+
+    /// Adds `sequence` with `values[i]` for chunk i (values.size() == sequence.size()); the
+    /// values of chunks already cached are ignored. Evicts unpinned leaves (never the path
+    /// being inserted) until the new chunks fit; stops at the first chunk that cannot fit.
+    insert_result insert(std::span<const ChunkId> sequence, std::span<const chunk_value<Handle>> values) {
+        FRUGAL_CHECK(values.size() == sequence.size(), "prefix_tree::insert: ", values.size(),
+                     " values for a sequence of ", sequence.size(), " chunks");
+        for (const auto& v : values)
+            FRUGAL_CHECK(v.bytes > 0 && v.cost >= 0, "prefix_tree::insert: chunk bytes ", v.bytes, " and cost ", v.cost,
+                         " must be positive and non-negative");
+        insert_result r;
+        std::vector<node*> path;
+        children_map* level = &roots_;
+        node* parent = nullptr;
+        for (; r.existing < sequence.size(); ++r.existing) {
+            auto it = level->find(sequence[r.existing]);
+            if (it == level->end()) break;
+            parent = it->second.get();
+            pin(*parent);
+            path.push_back(parent);
+            level = &parent->children;
+        }
+        r.cached = r.existing;
+        for (; r.cached < sequence.size(); ++r.cached) {
+            const auto& v = values[r.cached];
+            while (bytes_ + v.bytes > budget_ && !leaves_.empty()) evict_one();
+            if (bytes_ + v.bytes > budget_) break;
+            auto owned = std::make_unique<node>(sequence[r.cached], v, parent);
+            node* n = owned.get();
+            level->emplace(n->id, std::move(owned));
+            if (parent != nullptr && parent->in_leaf_set) leave_set(*parent);
+            bytes_ += v.bytes;
+            ++size_;
+            touch(*n);
+            pin(*n);
+            path.push_back(n);
+            parent = n;
+            level = &n->children;
+        }
+        unpin_path(path);
+        return r;
+    }
+
+    /// Evicts the policy's first unpinned leaf; false when every leaf is pinned (or none).
+    /// O(log n).
+    bool evict_one() {
+        if (leaves_.empty()) return false;
+        node& victim = *leaves_.begin();
+        leaves_.erase(leaves_.begin());
+        victim.in_leaf_set = false;
+        clock_ = victim.priority;
+        if (on_evict_) on_evict_(victim.id, victim.value.handle, victim.value.bytes);
+        bytes_ -= victim.value.bytes;
+        --size_;
+        ++evictions_;
+        node* parent = victim.parent;
+        const ChunkId id = victim.id;  // the key must outlive the erase that destroys the node
+        (parent == nullptr ? roots_ : parent->children).erase(id);
+        if (parent != nullptr) maybe_enter_set(*parent);
+        return true;
+    }
+
+    /// Changes the budget, evicting unpinned leaves down to it where possible.
+    void set_budget(memory_budget budget) {
+        budget_ = budget.bytes();
+        while (bytes_ > budget_ && evict_one()) {
+        }
+    }
+
+    [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+    [[nodiscard]] std::size_t budget() const noexcept { return budget_; }
+    /// Number of cached chunks (tree nodes).
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] std::uint64_t evictions() const noexcept { return evictions_; }
+
+    /// Writes the index (every chunk: its parent, id, handle, bytes, cost, frequency) to
+    /// `path` crash-safely: a temporary file in the same folder, flushed and synced, then
+    /// renamed over `path`. Needs trivially copyable ids and handles.
+    void save(const std::filesystem::path& path) const
+        requires(std::is_trivially_copyable_v<ChunkId> && std::is_trivially_copyable_v<Handle>)
+    {
+        std::string out(header_bytes, '\0');
+        std::memcpy(out.data(), magic, 8);
+        put(out, 8, format_version);
+        put(out, 12, static_cast<std::uint32_t>(sizeof(ChunkId)));
+        put(out, 16, static_cast<std::uint32_t>(sizeof(Handle)));
+        put(out, 20, static_cast<std::uint64_t>(size_));
+        std::vector<std::pair<const node*, std::uint64_t>> stack;  // preorder: parents first
+        for (const auto& [id, child] : roots_) stack.emplace_back(child.get(), no_parent);
+        std::uint64_t index = 0;
+        while (!stack.empty()) {
+            auto [n, parent] = stack.back();
+            stack.pop_back();
+            std::string rec(record_bytes, '\0');
+            put(rec, 0, parent);
+            std::memcpy(rec.data() + 8, &n->id, sizeof(ChunkId));
+            std::memcpy(rec.data() + 8 + sizeof(ChunkId), &n->value.handle, sizeof(Handle));
+            put(rec, 8 + sizeof(ChunkId) + sizeof(Handle), static_cast<std::uint64_t>(n->value.bytes));
+            put(rec, 16 + sizeof(ChunkId) + sizeof(Handle), n->value.cost);
+            put(rec, 24 + sizeof(ChunkId) + sizeof(Handle), n->frequency);
+            out += rec;
+            for (const auto& [id, child] : n->children) stack.emplace_back(child.get(), index);
+            ++index;
+        }
+        std::string checksum(8, '\0');
+        put(checksum, 0, fnv1a(std::string_view(out)));
+        out += checksum;
+        const std::filesystem::path tmp = path.string() + ".tmp";
+        {
+            std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+            f.write(out.data(), static_cast<std::streamsize>(out.size()));
+            f.flush();
+            if (!f) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::save: cannot write ", tmp);
+        }
+#ifdef FRUGAL_PREFIX_TREE_FSYNC
+        if (int fd = ::open(tmp.c_str(), O_RDONLY); fd >= 0) {
+            const int rc = ::fsync(fd);
+            ::close(fd);
+            if (rc != 0) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::save: fsync of ", tmp, " failed");
+        }
+#endif
+        std::error_code ec;
+        std::filesystem::rename(tmp, path, ec);
+        if (ec) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::save: cannot rename ", tmp, " to ", path, ": ", ec.message());
+    }
+
+    /// Replaces the contents with the index saved at `path`, after validating it: magic,
+    /// version, id and handle sizes, length, parent links, duplicate children, positive
+    /// sizes, the total against the budget and a checksum. A corrupt file throws
+    /// `frugal::runtime_error` and leaves the tree unchanged. Nothing may be pinned; the old
+    /// contents are dropped without eviction callbacks (the index is being replaced).
+    void load(const std::filesystem::path& path)
+        requires(std::is_trivially_copyable_v<ChunkId> && std::is_trivially_copyable_v<Handle>)
+    {
+        std::ifstream f(path, std::ios::binary);
+        if (!f) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::load: cannot open ", path);
+        const std::string in{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+        auto fail = [&](const auto&... why) { FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::load: ", path, ": ", why...); };
+        if (in.size() < header_bytes + 8 || std::memcmp(in.data(), magic, 8) != 0) fail("not a frugal prefix-tree index");
+        if (get<std::uint32_t>(in, 8) != format_version) fail("format version ", get<std::uint32_t>(in, 8), " is not ", format_version);
+        if (get<std::uint32_t>(in, 12) != sizeof(ChunkId) || get<std::uint32_t>(in, 16) != sizeof(Handle))
+            fail("chunk id / handle sizes ", get<std::uint32_t>(in, 12), "/", get<std::uint32_t>(in, 16), " differ from this tree's ",
+                 sizeof(ChunkId), "/", sizeof(Handle));
+        const auto count = get<std::uint64_t>(in, 20);
+        if (count > (in.size() - header_bytes - 8) / record_bytes || header_bytes + count * record_bytes + 8 != in.size())
+            fail("length ", in.size(), " does not match ", count, " records");
+        if (get<std::uint64_t>(in, in.size() - 8) != fnv1a(std::string_view(in).substr(0, in.size() - 8)))
+            fail("checksum mismatch (truncated or modified)");
+        // Build aside, then swap in: a failure leaves the tree as it was.
+        children_map roots;
+        std::vector<node*> nodes;
+        nodes.reserve(count);
+        std::size_t total = 0;
+        for (std::uint64_t i = 0; i < count; ++i) {
+            const std::size_t off = header_bytes + i * record_bytes;
+            const auto parent = get<std::uint64_t>(in, off);
+            ChunkId id;
+            Handle handle;
+            std::memcpy(&id, in.data() + off + 8, sizeof(ChunkId));
+            std::memcpy(&handle, in.data() + off + 8 + sizeof(ChunkId), sizeof(Handle));
+            const auto bytes = get<std::uint64_t>(in, off + 8 + sizeof(ChunkId) + sizeof(Handle));
+            const auto cost = get<double>(in, off + 16 + sizeof(ChunkId) + sizeof(Handle));
+            const auto frequency = get<std::uint64_t>(in, off + 24 + sizeof(ChunkId) + sizeof(Handle));
+            if (parent != no_parent && parent >= i) fail("record ", i, " names parent ", parent, " that is not before it");
+            if (bytes == 0 || !(cost >= 0)) fail("record ", i, " has bytes ", bytes, " and cost ", cost);
+            node* p = parent == no_parent ? nullptr : nodes[parent];
+            auto owned = std::make_unique<node>(id, chunk_value<Handle>{handle, static_cast<std::size_t>(bytes), cost}, p);
+            owned->frequency = frequency;
+            nodes.push_back(owned.get());
+            if (!(p == nullptr ? roots : p->children).emplace(id, std::move(owned)).second)
+                fail("record ", i, " duplicates a child id of its parent");
+            total += static_cast<std::size_t>(bytes);
+        }
+        if (total > budget_) fail("the index holds ", total, " bytes, over the budget of ", budget_);
+        FRUGAL_CHECK(pinned_ == 0, "prefix_tree::load: ", pinned_, " chunks are pinned");
+        leaves_.clear();
+        roots_.swap(roots);
+        bytes_ = total;
+        size_ = nodes.size();
+        for (node* n : nodes) {
+            n->tick = ++tick_;
+            n->priority = Policy::priority(n->frequency, n->tick, n->value.cost, n->value.bytes, clock_);
+            maybe_enter_set(*n);
+        }
+    }
+
+private:
+    static constexpr char magic[9] = "FRGPTREE";
+    static constexpr std::uint32_t format_version = 1;
+    static constexpr std::size_t header_bytes = 28;
+    static constexpr std::size_t record_bytes = 32 + sizeof(ChunkId) + sizeof(Handle);
+    static constexpr std::uint64_t no_parent = ~std::uint64_t{0};
+
+    template <class T>
+    static void put(std::string& s, std::size_t off, T v) noexcept {
+        std::memcpy(s.data() + off, &v, sizeof(T));
+    }
+    template <class T>
+    static T get(const std::string& s, std::size_t off) noexcept {
+        T v;
+        std::memcpy(&v, s.data() + off, sizeof(T));
+        return v;
+    }
+    static std::uint64_t fnv1a(std::string_view s) noexcept {
+        std::uint64_t h = 0xcbf29ce484222325ull;
+        for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+        return h;
+    }
+
+    void touch(node& n) {
+        const bool was = n.in_leaf_set;
+        if (was) leave_set(n);
+        ++n.frequency;
+        n.tick = ++tick_;
+        n.priority = Policy::priority(n.frequency, n.tick, n.value.cost, n.value.bytes, clock_);
+        if (was) maybe_enter_set(n);
+    }
+    void pin(node& n) {
+        if (n.pins++ == 0) ++pinned_;
+        if (n.in_leaf_set) leave_set(n);
+    }
+    void unpin_path(const std::vector<node*>& path) noexcept {
+        for (auto it = path.rbegin(); it != path.rend(); ++it) {
+            node& n = **it;
+            FRUGAL_ASSERT(n.pins > 0);
+            if (--n.pins == 0) {
+                --pinned_;
+                maybe_enter_set(n);
+            }
+        }
+        while (bytes_ > budget_ && evict_one()) {
+        }
+    }
+    void leave_set(node& n) noexcept {
+        leaves_.erase(leaves_.iterator_to(n));
+        n.in_leaf_set = false;
+    }
+    void maybe_enter_set(node& n) noexcept {
+        if (n.pins == 0 && n.children.empty() && !n.in_leaf_set) {
+            leaves_.insert(n);
+            n.in_leaf_set = true;
+        }
+    }
+
+    std::size_t budget_, bytes_ = 0, size_ = 0, pinned_ = 0;
+    std::uint64_t tick_ = 0, evictions_ = 0;
+    double clock_ = 0;
+    children_map roots_;
+    leaf_set leaves_;
+    eviction_callback on_evict_;
+};
+
+}  // namespace frugal

@@ -1,0 +1,130 @@
+#pragma once
+/// @file
+/// sharded_cache: an opt-in thread-safe wrapper of any frugal cache, by lock striping.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "frugal/cache/basic_cache.hpp"
+#include "frugal/core/error.hpp"
+
+namespace frugal {
+
+/// A thread-safe cache made of `shards` independent caches (`Cache`, e.g. `lru_cache<K, V>`),
+/// each behind its own mutex; a key always maps to the same shard, so each shard's policy
+/// decides alone over its capacity / shards. Caches are single-threaded by default; use this
+/// wrapper when several threads share one. Values leave the lock as copies (`get`) or are
+/// visited under it (`visit`).
+/// @code
+/// frugal::sharded_cache<frugal::lru_cache<std::uint64_t, block>> c(100000, 16);
+/// c.put(7, b);                                  // from any thread
+/// std::optional<block> v = c.get(7);
+/// @endcode
+template <class Cache, class Hash = std::hash<typename Cache::key_type>>
+class sharded_cache {
+public:
+    using key_type = typename Cache::key_type;
+    using mapped_type = typename Cache::mapped_type;
+
+    /// `capacity` split evenly over `shards` (the remainder to the first ones); each shard
+    /// gets at least 1.
+    sharded_cache(std::size_t capacity, std::size_t shards, Hash hash = {}) : hash_(std::move(hash)) {
+        FRUGAL_CHECK(shards > 0, "sharded_cache: 0 shards");
+        FRUGAL_CHECK(capacity >= shards, "sharded_cache: capacity ", capacity, " is below the shard count ", shards);
+        shards_.reserve(shards);
+        for (std::size_t s = 0; s < shards; ++s)
+            shards_.push_back(std::make_unique<shard>(capacity / shards + (s < capacity % shards ? 1 : 0)));
+    }
+
+    /// A copy of the value of `key` (a hit counts as an access), or nullopt.
+    [[nodiscard]] std::optional<mapped_type> get(const key_type& key) {
+        shard& s = shard_of(key);
+        std::lock_guard lock(s.mutex);
+        if (const mapped_type* v = s.cache.get(key)) return *v;
+        return std::nullopt;
+    }
+    /// Calls `f(value)` under the shard's lock when `key` is present (a hit); returns whether it was.
+    template <class F>
+    bool visit(const key_type& key, F&& f) {
+        shard& s = shard_of(key);
+        std::lock_guard lock(s.mutex);
+        mapped_type* v = s.cache.get(key);
+        if (v == nullptr) return false;
+        std::invoke(f, *v);
+        return true;
+    }
+    /// Inserts or replaces; see `basic_cache::put`.
+    template <class K, class V>
+    put_result put(K&& key, V&& value, double cost = 1.0) {
+        shard& s = shard_of(key);
+        std::lock_guard lock(s.mutex);
+        return s.cache.put(std::forward<K>(key), std::forward<V>(value), cost);
+    }
+    bool erase(const key_type& key) {
+        shard& s = shard_of(key);
+        std::lock_guard lock(s.mutex);
+        return s.cache.erase(key);
+    }
+    /// Pins `key` (see `basic_cache::pin`); returns whether it was present.
+    bool pin(const key_type& key) {
+        shard& s = shard_of(key);
+        std::lock_guard lock(s.mutex);
+        return s.cache.pin(key) != nullptr;
+    }
+    void unpin(const key_type& key) {
+        shard& s = shard_of(key);
+        std::lock_guard lock(s.mutex);
+        s.cache.unpin(key);
+    }
+    /// Sets the eviction callback of every shard; it runs under that shard's lock.
+    void set_eviction_callback(const typename Cache::callback_type& cb) {
+        for (auto& s : shards_) {
+            std::lock_guard lock(s->mutex);
+            s->cache.set_eviction_callback(cb);
+        }
+    }
+
+    /// Statistics summed over the shards (each read under its lock).
+    [[nodiscard]] cache_stats stats() const {
+        cache_stats total;
+        for (const auto& s : shards_) {
+            std::lock_guard lock(s->mutex);
+            const cache_stats& st = s->cache.stats();
+            total.hits += st.hits;
+            total.misses += st.misses;
+            total.bytes_hit += st.bytes_hit;
+            total.insertions += st.insertions;
+            for (std::size_t r = 0; r < eviction_reason_count; ++r) total.evictions[r] += st.evictions[r];
+        }
+        return total;
+    }
+    [[nodiscard]] std::size_t size() const {
+        std::size_t n = 0;
+        for (const auto& s : shards_) {
+            std::lock_guard lock(s->mutex);
+            n += s->cache.size();
+        }
+        return n;
+    }
+    [[nodiscard]] std::size_t shard_count() const noexcept { return shards_.size(); }
+
+private:
+    struct shard {
+        explicit shard(std::size_t capacity) : cache(capacity) {}
+        mutable std::mutex mutex;
+        Cache cache;
+    };
+    shard& shard_of(const key_type& key) {
+        return *shards_[(detail::mix_hash(hash_(key)) >> 7) % shards_.size()];
+    }
+
+    [[no_unique_address]] Hash hash_;
+    std::vector<std::unique_ptr<shard>> shards_;
+};
+
+}  // namespace frugal

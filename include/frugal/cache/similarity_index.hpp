@@ -1,0 +1,129 @@
+#pragma once
+/// @file
+/// similarity_index: the vector-store concept behind the semantic QA bank, and a flat
+/// (exhaustive) reference index whose scan is pluggable.
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "frugal/core/error.hpp"
+#include "frugal/core/matrix_view.hpp"
+
+namespace frugal {
+
+/// The best stored vector for a query: its slot and inner product (cosine for unit vectors).
+struct similarity_match {
+    std::size_t slot;
+    float similarity;
+};
+
+/// A store of unit vectors in numbered slots that finds the slot with the largest inner
+/// product with a query. Plug in your own (an HNSW or IVF index) through this concept; the
+/// semantic cache hands it unit-normalized vectors and manages the slot numbers.
+/// @code
+/// static_assert(frugal::similarity_index<my_faiss_adapter>);
+/// @endcode
+template <class I>
+concept similarity_index = requires(I& index, const I& cindex, std::size_t slot, std::span<const float> v) {
+    { cindex.dim() } -> std::convertible_to<std::size_t>;
+    index.store(slot, v);
+    index.erase(slot);
+    { cindex.nearest(v) } -> std::same_as<std::optional<similarity_match>>;
+    { cindex.vector(slot) } -> std::same_as<std::span<const float>>;
+};
+
+/// Scores every row of `rows` against `query` into `out` (inner products): the scan of a
+/// flat index. The default is a plain loop; `frugal::eigen::gemv_scan` uses Eigen.
+struct scalar_scan {
+    void operator()(matrix_view<const float> rows, std::span<const float> query, std::span<float> out) const {
+        for (std::size_t r = 0; r < rows.rows(); ++r) {
+            const auto row = rows.row(r);
+            float s = 0.0f;
+            for (std::size_t c = 0; c < row.size(); ++c) s += row[c] * query[c];
+            out[r] = s;
+        }
+    }
+};
+
+/// Exhaustive inner-product index over a dense slot x dim matrix: exact, O(slots x dim) per
+/// query with the `Scan` kernel, good to tens of thousands of entries (a QA bank's scale).
+/// @code
+/// frugal::flat_similarity_index<> index(384);
+/// index.store(0, unit_vector);
+/// auto best = index.nearest(unit_query);   // {slot, cosine}
+/// @endcode
+template <class Scan = scalar_scan>
+class flat_similarity_index {
+public:
+    explicit flat_similarity_index(std::size_t dim, Scan scan = {}) : dim_(dim), scan_(std::move(scan)) {
+        FRUGAL_CHECK(dim > 0, "flat_similarity_index: dimension 0");
+    }
+    [[nodiscard]] std::size_t dim() const noexcept { return dim_; }
+
+    /// Stores `v` (dim() floats) in `slot`, growing the matrix as needed.
+    void store(std::size_t slot, std::span<const float> v) {
+        FRUGAL_CHECK(v.size() == dim_, "flat_similarity_index::store: vector of ", v.size(), " floats, dimension ", dim_);
+        if (slot >= used_.size()) {
+            used_.resize(slot + 1, false);
+            data_.resize(used_.size() * dim_, 0.0f);
+            scores_.resize(used_.size());
+        }
+        std::copy(v.begin(), v.end(), data_.begin() + static_cast<std::ptrdiff_t>(slot * dim_));
+        used_[slot] = true;
+    }
+    /// Frees `slot` (it no longer matches).
+    void erase(std::size_t slot) {
+        FRUGAL_CHECK_AS(frugal::out_of_range, slot < used_.size() && used_[slot], "flat_similarity_index::erase: slot ", slot,
+                        " is empty");
+        used_[slot] = false;
+    }
+    /// The stored slot with the largest inner product with `q`, or nullopt when empty.
+    [[nodiscard]] std::optional<similarity_match> nearest(std::span<const float> q) const {
+        FRUGAL_CHECK(q.size() == dim_, "flat_similarity_index::nearest: query of ", q.size(), " floats, dimension ", dim_);
+        if (used_.empty()) return std::nullopt;
+        scan_(matrix_view<const float>(data_.data(), used_.size(), dim_), q, scores_);
+        std::optional<similarity_match> best;
+        for (std::size_t s = 0; s < used_.size(); ++s)
+            if (used_[s] && (!best || scores_[s] > best->similarity)) best = similarity_match{s, scores_[s]};
+        return best;
+    }
+    /// The vector stored in `slot`.
+    [[nodiscard]] std::span<const float> vector(std::size_t slot) const {
+        FRUGAL_CHECK_AS(frugal::out_of_range, slot < used_.size() && used_[slot], "flat_similarity_index::vector: slot ", slot,
+                        " is empty");
+        return std::span<const float>(data_).subspan(slot * dim_, dim_);
+    }
+
+private:
+    std::size_t dim_;
+    [[no_unique_address]] Scan scan_;
+    std::vector<float> data_;
+    std::vector<bool> used_;
+    mutable std::vector<float> scores_;
+};
+
+static_assert(similarity_index<flat_similarity_index<>>);
+
+/// `v` scaled to unit length in `out` (cosine similarity becomes an inner product); throws on
+/// a zero, infinite or NaN vector.
+/// @code
+/// std::vector<float> u(v.size());
+/// frugal::normalize_into(v, u);
+/// @endcode
+inline void normalize_into(std::span<const float> v, std::span<float> out) {
+    FRUGAL_CHECK(v.size() == out.size(), "normalize_into: sizes ", v.size(), " and ", out.size(), " differ");
+    double sq = 0;
+    for (float x : v) sq += static_cast<double>(x) * static_cast<double>(x);
+    FRUGAL_CHECK(std::isfinite(sq) && sq > 0, "normalize_into: the vector has norm ", std::sqrt(sq),
+                 " (zero, infinite or NaN) and no direction");
+    const double inv = 1.0 / std::sqrt(sq);
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i] * inv);
+}
+
+}  // namespace frugal

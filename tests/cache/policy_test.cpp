@@ -1,0 +1,416 @@
+// Every policy against a brute-force reference simulator on random operation sequences,
+// pinning, byte budgets and the eviction callback.
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <frugal/cache/gdsf_policy.hpp>
+#include <frugal/cache/lfu_policy.hpp>
+#include <frugal/cache/lru_policy.hpp>
+#include <frugal/cache/wtinylfu_policy.hpp>
+
+namespace {
+
+using frugal::eviction_reason;
+using frugal::put_result;
+
+enum class kind { lru, lfu, lfuda, gdsf, wtinylfu };
+
+// Exact frequencies by hash (no halving, no saturation): lets the reference check
+// W-TinyLFU's segment logic exactly; the sketch is tested on its own below.
+struct exact_sketch {
+    explicit exact_sketch(std::size_t) {}
+    void increment(std::size_t h) { ++counts[h]; }
+    unsigned estimate(std::size_t h) const {
+        auto it = counts.find(h);
+        return it == counts.end() ? 0u : it->second;
+    }
+    std::unordered_map<std::size_t, unsigned> counts;
+};
+
+struct value_weigher {  // the value is the weight
+    std::size_t operator()(int, int v) const { return static_cast<std::size_t>(v); }
+};
+
+// The reference: a vector of entries, every decision by a linear scan over it.
+class reference {
+public:
+    reference(kind k, std::size_t capacity) : kind_(k), capacity_(capacity) {
+        window_max_ = std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<double>(capacity) * 0.01));
+        main_max_ = capacity > window_max_ ? capacity - window_max_ : 0;
+        protected_max_ = static_cast<std::size_t>(static_cast<double>(main_max_) * 0.8);
+    }
+    std::vector<std::pair<int, eviction_reason>> log;
+
+    bool pinned(int key) const {
+        auto* e = find(key);
+        return e != nullptr && e->pins > 0;
+    }
+    bool get(int key) {
+        entry* e = find(key);
+        if (e == nullptr) return false;
+        if (e->pins == 0) touch(*e);
+        return true;
+    }
+    put_result put(int key, int value, double cost) {
+        put_result replaced = put_result::inserted;
+        if (find(key) != nullptr) {
+            log.emplace_back(key, eviction_reason::replaced);
+            erase_entry(key);
+            replaced = put_result::replaced;
+        }
+        const auto w = static_cast<std::size_t>(value);
+        std::size_t pinned_total = 0;
+        for (auto& e : entries_)
+            if (e.pins > 0) pinned_total += e.weight;
+        if (pinned_total + w > capacity_) {
+            log.emplace_back(key, eviction_reason::rejected);
+            return put_result::rejected;
+        }
+        entry n{key, w, 0, 1, 0, 0, cost, 0};
+        // W-TinyLFU admits into the window, then evicts (the newcomer may lose); the others
+        // make room among the residents first and always admit the newcomer.
+        const bool admit_first = kind_ == kind::wtinylfu;
+        bool kept = true;
+        if (admit_first) add(n);
+        while (total() + (admit_first ? 0 : w) > capacity_) {
+            int v = victim();
+            if (v == none) break;
+            if (kind_ == kind::lfuda || kind_ == kind::gdsf) clock_ = find(v)->priority;
+            kept = kept && v != key;
+            log.emplace_back(v, v == key ? eviction_reason::rejected : eviction_reason::capacity);
+            erase_entry(v);
+        }
+        if (!admit_first) add(n);
+        if (!kept) return put_result::rejected;
+        return replaced;
+    }
+    bool erase(int key) {
+        if (find(key) == nullptr) return false;
+        log.emplace_back(key, eviction_reason::erased);
+        erase_entry(key);
+        return true;
+    }
+    bool pin(int key) {
+        entry* e = find(key);
+        if (e == nullptr) return false;
+        if (e->pins == 0) touch(*e);
+        ++e->pins;
+        return true;
+    }
+    void unpin(int key) {
+        entry* e = find(key);
+        if (--e->pins == 0) {
+            e->stamp = ++time_;
+            e->priority = priority(*e);
+        }
+    }
+    std::vector<int> keys() const {
+        std::vector<int> k;
+        for (auto& e : entries_) k.push_back(e.key);
+        std::sort(k.begin(), k.end());
+        return k;
+    }
+    std::size_t total() const {
+        std::size_t t = 0;
+        for (auto& e : entries_) t += e.weight;
+        return t;
+    }
+
+private:
+    static constexpr int none = std::numeric_limits<int>::min();
+    enum seg { window = 0, probation = 1, protect = 2 };
+    struct entry {
+        int key;
+        std::size_t weight;
+        std::uint32_t pins;
+        std::uint64_t freq, stamp;
+        double priority, cost;
+        int segment;
+    };
+    entry* find(int key) {
+        for (auto& e : entries_)
+            if (e.key == key) return &e;
+        return nullptr;
+    }
+    const entry* find(int key) const { return const_cast<reference*>(this)->find(key); }
+    void erase_entry(int key) {
+        entries_.erase(std::find_if(entries_.begin(), entries_.end(), [&](auto& e) { return e.key == key; }));
+    }
+    void add(entry n) {
+        n.stamp = ++time_;
+        if (kind_ == kind::wtinylfu) ++counts_[n.key];
+        n.priority = priority(n);
+        entries_.push_back(n);
+    }
+    double priority(const entry& e) const {
+        if (kind_ == kind::lfuda) return clock_ + static_cast<double>(e.freq);
+        if (kind_ == kind::gdsf) return clock_ + static_cast<double>(e.freq) * (e.cost / static_cast<double>(e.weight));
+        return 0;
+    }
+    void touch(entry& e) {
+        ++e.freq;
+        e.stamp = ++time_;
+        e.priority = priority(e);
+        if (kind_ != kind::wtinylfu) return;
+        ++counts_[e.key];
+        if (e.segment == probation) {
+            e.segment = protect;
+            while (seg_weight(protect) > protected_max_) {
+                entry* d = oldest(protect);
+                d->segment = probation;
+                d->stamp = ++time_;
+            }
+        }
+    }
+    std::size_t seg_weight(int s) const {
+        std::size_t t = 0;
+        for (auto& e : entries_)
+            if (e.pins == 0 && e.segment == s) t += e.weight;
+        return t;
+    }
+    entry* oldest(int s) {
+        entry* best = nullptr;
+        for (auto& e : entries_)
+            if (e.pins == 0 && e.segment == s && (best == nullptr || e.stamp < best->stamp)) best = &e;
+        return best;
+    }
+    int victim() {
+        if (kind_ == kind::wtinylfu) return tinylfu_victim();
+        entry* best = nullptr;
+        for (auto& e : entries_) {
+            if (e.pins > 0) continue;
+            auto rank = [&](const entry& x) {
+                if (kind_ == kind::lru) return std::pair<double, std::uint64_t>(0, x.stamp);
+                if (kind_ == kind::lfu) return std::pair<double, std::uint64_t>(static_cast<double>(x.freq), x.stamp);
+                return std::pair<double, std::uint64_t>(x.priority, x.stamp);
+            };
+            if (best == nullptr || rank(e) < rank(*best)) best = &e;
+        }
+        return best == nullptr ? none : best->key;
+    }
+    int tinylfu_victim() {
+        while (seg_weight(window) > window_max_) {
+            entry* cand = oldest(window);
+            if (cand == nullptr) break;
+            entry* mv = oldest(probation);
+            if (mv == nullptr) mv = oldest(protect);
+            const bool room = seg_weight(probation) + seg_weight(protect) + cand->weight <= main_max_;
+            if (!room && mv != nullptr && counts_[cand->key] <= counts_[mv->key]) return cand->key;
+            cand->segment = probation;
+            cand->stamp = ++time_;
+            if (!room && mv != nullptr) return mv->key;
+        }
+        for (int s : {probation, protect, window})
+            if (entry* e = oldest(s)) return e->key;
+        return none;
+    }
+
+    kind kind_;
+    std::size_t capacity_, window_max_, main_max_, protected_max_;
+    std::vector<entry> entries_;
+    std::uint64_t time_ = 0;
+    double clock_ = 0;
+    std::map<int, unsigned> counts_;
+};
+
+template <class Policy>
+void run_against_reference(kind k, std::uint32_t seed, std::size_t capacity, int max_weight) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed << " capacity " << capacity << " max weight " << max_weight);
+    frugal::basic_cache<int, int, Policy, value_weigher> cache(capacity);
+    reference ref(k, capacity);
+    std::vector<std::pair<int, eviction_reason>> log;
+    cache.set_eviction_callback([&](const int& key, int&, eviction_reason r) { log.emplace_back(key, r); });
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> key_dist(0, 40), weight_dist(1, max_weight), op_dist(0, 99), cost_dist(1, 4);
+    std::vector<int> pinned;
+    for (int step = 0; step < 3000; ++step) {
+        const int op = op_dist(rng);
+        const int key = key_dist(rng);
+        if (op < 50) {
+            ASSERT_EQ(cache.get(key) != nullptr, ref.get(key)) << "step " << step;
+        } else if (op < 85) {
+            const int w = weight_dist(rng);
+            const double cost = cost_dist(rng);
+            if (ref.pinned(key)) {
+                EXPECT_THROW(cache.put(key, w, cost), frugal::invalid_argument);
+            } else {
+                ASSERT_EQ(cache.put(key, w, cost), ref.put(key, w, cost)) << "step " << step;
+            }
+        } else if (op < 90) {
+            if (ref.pinned(key)) {
+                EXPECT_THROW(cache.erase(key), frugal::invalid_argument);
+            } else {
+                ASSERT_EQ(cache.erase(key), ref.erase(key));
+            }
+        } else if (op < 95) {
+            const bool hit = ref.pin(key);
+            ASSERT_EQ(cache.pin(key) != nullptr, hit);
+            if (hit) pinned.push_back(key);
+        } else if (!pinned.empty()) {
+            const std::size_t i = static_cast<std::size_t>(key) % pinned.size();
+            cache.unpin(pinned[i]);
+            ref.unpin(pinned[i]);
+            pinned.erase(pinned.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+        ASSERT_EQ(log, ref.log) << "step " << step;
+        ASSERT_EQ(cache.weight(), ref.total());
+        if (pinned.empty()) {
+            ASSERT_LE(cache.weight(), capacity);
+        }
+    }
+    std::vector<int> keys;
+    for (int key = 0; key <= 40; ++key) {
+        if (cache.contains(key)) keys.push_back(key);
+    }
+    EXPECT_EQ(keys, ref.keys());
+}
+
+template <class Policy>
+void run_suite(kind k) {
+    for (std::uint32_t seed = 1; seed <= 4; ++seed) {
+        run_against_reference<Policy>(k, seed, 12, 1);    // entries
+        run_against_reference<Policy>(k, seed, 20, 6);    // weights
+        run_against_reference<Policy>(k, seed, 150, 9);   // large enough for a real W-TinyLFU window
+        run_against_reference<Policy>(k, seed, 5, 8);     // objects larger than the budget
+    }
+}
+
+TEST(CachePolicies, LruMatchesReference) { run_suite<frugal::lru_policy>(kind::lru); }
+TEST(CachePolicies, LfuMatchesReference) { run_suite<frugal::lfu_policy>(kind::lfu); }
+TEST(CachePolicies, LfudaMatchesReference) { run_suite<frugal::lfuda_policy>(kind::lfuda); }
+TEST(CachePolicies, GdsfMatchesReference) { run_suite<frugal::gdsf_policy>(kind::gdsf); }
+TEST(CachePolicies, WTinyLfuMatchesReference) { run_suite<frugal::wtinylfu_policy<exact_sketch>>(kind::wtinylfu); }
+
+TEST(CacheCore, PinnedEntrySurvivesPressureAndExhaustionRefuses) {
+    frugal::lru_cache<int, int> c(3);
+    for (int k = 0; k < 3; ++k) c.put(k, k);
+    ASSERT_NE(c.pin(0), nullptr);
+    ASSERT_NE(c.pin(0), nullptr);  // reference counted
+    for (int k = 10; k < 100; ++k) c.put(k, k);
+    EXPECT_TRUE(c.contains(0));
+    c.unpin(0);
+    for (int k = 100; k < 110; ++k) c.put(k, k);
+    EXPECT_TRUE(c.contains(0)) << "still pinned once";
+    EXPECT_EQ(c.pins(0), 1u);
+    // Pin everything: a new key is refused, the budget holds.
+    ASSERT_NE(c.pin(108), nullptr);
+    ASSERT_NE(c.pin(109), nullptr);
+    std::vector<eviction_reason> reasons;
+    c.set_eviction_callback([&](const int&, int&, eviction_reason r) { reasons.push_back(r); });
+    EXPECT_EQ(c.put(500, 1), put_result::rejected);
+    EXPECT_FALSE(c.contains(500));
+    EXPECT_EQ(c.size(), 3u);
+    EXPECT_EQ(reasons, std::vector<eviction_reason>{eviction_reason::rejected});
+    EXPECT_THROW(c.put(108, 5), frugal::invalid_argument);
+    EXPECT_THROW(c.erase(109), frugal::invalid_argument);
+    EXPECT_THROW(c.unpin(1234), frugal::invalid_argument);
+    c.unpin(0);
+    c.unpin(0 + 108);
+    EXPECT_EQ(c.put(500, 1), put_result::inserted);
+}
+
+TEST(CacheCore, ByteBudgetWithObjectsLargerThanTheBudget) {
+    auto weigh = [](const int&, const std::string& s) { return s.size(); };
+    frugal::lru_cache<int, std::string, decltype(weigh)> c(10, weigh);
+    EXPECT_EQ(c.put(1, std::string(4, 'a')), put_result::inserted);
+    EXPECT_EQ(c.put(2, std::string(5, 'b')), put_result::inserted);
+    EXPECT_EQ(c.put(3, std::string(11, 'c')), put_result::rejected);  // alone exceeds the budget
+    EXPECT_TRUE(c.contains(1));
+    EXPECT_TRUE(c.contains(2));
+    EXPECT_EQ(c.put(4, std::string(10, 'd')), put_result::inserted);  // exactly the budget: evicts both
+    EXPECT_EQ(c.size(), 1u);
+    EXPECT_EQ(c.weight(), 10u);
+    EXPECT_EQ(c.stats().evicted(eviction_reason::capacity), 2u);
+    EXPECT_EQ(c.stats().evicted(eviction_reason::rejected), 1u);
+}
+
+TEST(CacheCore, StatisticsCountHitsMissesAndBytes) {
+    auto weigh = [](const int&, const int& v) { return static_cast<std::size_t>(v); };
+    frugal::lfu_cache<int, int, decltype(weigh)> c(100, weigh);
+    c.put(1, 7);
+    (void)c.get(1);
+    (void)c.get(1);
+    (void)c.get(2);
+    EXPECT_EQ(c.stats().hits, 2u);
+    EXPECT_EQ(c.stats().misses, 1u);
+    EXPECT_EQ(c.stats().bytes_hit, 14u);
+    EXPECT_DOUBLE_EQ(c.stats().hit_ratio(), 2.0 / 3.0);
+    c.put(1, 8);
+    EXPECT_EQ(c.stats().evicted(eviction_reason::replaced), 1u);
+    c.clear();
+    EXPECT_EQ(c.stats().evicted(eviction_reason::cleared), 1u);
+    EXPECT_EQ(c.size(), 0u);
+}
+
+TEST(CacheCore, StdUnorderedMapIndexBehavesLikeTheIntrusiveOne) {
+    frugal::lru_cache<std::string, int, frugal::unit_weigher, std::hash<std::string>, std::equal_to<std::string>,
+                      frugal::map_index<std::unordered_map>>
+        a(5);
+    frugal::lru_cache<std::string, int> b(5);
+    std::mt19937 rng(3);
+    for (int i = 0; i < 2000; ++i) {
+        const std::string key = std::to_string(rng() % 12);
+        const bool ha = a.get(key) != nullptr, hb = b.get(key) != nullptr;
+        ASSERT_EQ(ha, hb);
+        if (!ha) {
+            a.put(key, i);
+            b.put(key, i);
+        }
+    }
+    EXPECT_EQ(a.stats().hits, b.stats().hits);
+}
+
+TEST(CacheCore, ShrinkingTheCapacityEvicts) {
+    frugal::lru_cache<int, int> c(10);
+    for (int k = 0; k < 10; ++k) c.put(k, k);
+    c.set_capacity(4);
+    EXPECT_EQ(c.size(), 4u);
+    for (int k = 6; k < 10; ++k) EXPECT_TRUE(c.contains(k));
+    EXPECT_THROW(c.set_capacity(0), frugal::invalid_argument);
+    EXPECT_THROW((frugal::lru_cache<int, int>(0)), frugal::invalid_argument);
+}
+
+TEST(CountMinSketch, NeverUnderestimatesBeforeHalvingAndHalves) {
+    frugal::count_min_sketch s(1024);
+    std::map<std::size_t, unsigned> truth;
+    std::mt19937_64 rng(5);
+    for (int i = 0; i < 5000; ++i) {  // below the 10 x 1024 reset period
+        const std::size_t h = rng() % 700;
+        s.increment(h);
+        ++truth[h];
+    }
+    std::size_t exact = 0;
+    for (auto [h, n] : truth) {
+        EXPECT_GE(s.estimate(h), std::min(n, 15u));
+        exact += s.estimate(h) == std::min(n, 15u);
+    }
+    EXPECT_GT(exact, truth.size() * 9 / 10) << "4 x 1024 counters for 700 items: few collisions";
+    const unsigned before = s.estimate(truth.begin()->first);
+    s.halve();
+    EXPECT_EQ(s.estimate(truth.begin()->first), before / 2);
+}
+
+TEST(WTinyLfu, ResistsACyclicScanLargerThanTheCache) {
+    // A loop over 1000 keys with 500 entries: LRU never hits; W-TinyLFU keeps its main region.
+    frugal::wtinylfu_cache<int, int> t(500);
+    frugal::lru_cache<int, int> l(500);
+    for (int pass = 0; pass < 20; ++pass)
+        for (int k = 0; k < 1000; ++k) {
+            if (t.get(k) == nullptr) t.put(k, k);
+            if (l.get(k) == nullptr) l.put(k, k);
+        }
+    EXPECT_EQ(l.stats().hits, 0u);
+    EXPECT_GT(t.stats().hit_ratio(), 0.4);
+}
+
+}  // namespace

@@ -1,0 +1,264 @@
+// prefix_tree against a brute-force reference (a map from full prefixes to nodes, every
+// eviction by a scan over all leaves), pinning, budgets and persistence.
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <frugal/cache/prefix_tree.hpp>
+
+namespace {
+
+using seq = std::vector<int>;
+using value = frugal::chunk_value<int>;
+
+template <class Policy>
+class reference_tree {
+public:
+    explicit reference_tree(std::size_t budget) : budget_(budget) {}
+    std::vector<int> log;  // handles of evicted chunks
+
+    std::size_t match(const seq& s, std::vector<seq>& pinned_paths) {
+        std::size_t n = 0;
+        for (; n < s.size(); ++n) {
+            auto it = nodes_.find(seq(s.begin(), s.begin() + static_cast<long>(n) + 1));
+            if (it == nodes_.end()) break;
+            touch(it->second);
+            ++it->second.pins;
+            pinned_paths.push_back(it->first);
+        }
+        return n;
+    }
+    void release(const std::vector<seq>& paths) {
+        for (const auto& p : paths) --nodes_.at(p).pins;
+        while (bytes_ > budget_ && evict()) {
+        }
+    }
+    std::pair<std::size_t, std::size_t> insert(const seq& s, const std::vector<value>& v) {
+        std::vector<seq> path;
+        std::size_t existing = 0;
+        for (; existing < s.size(); ++existing) {
+            seq p(s.begin(), s.begin() + static_cast<long>(existing) + 1);
+            auto it = nodes_.find(p);
+            if (it == nodes_.end()) break;
+            ++it->second.pins;
+            path.push_back(p);
+        }
+        std::size_t cached = existing;
+        for (; cached < s.size(); ++cached) {
+            while (bytes_ + v[cached].bytes > budget_ && evict()) {
+            }
+            if (bytes_ + v[cached].bytes > budget_) break;
+            seq p(s.begin(), s.begin() + static_cast<long>(cached) + 1);
+            node& n = nodes_[p];
+            n.v = v[cached];
+            bytes_ += n.v.bytes;
+            touch(n);
+            ++n.pins;
+            path.push_back(p);
+        }
+        release(path);
+        return {existing, cached};
+    }
+    std::size_t bytes() const { return bytes_; }
+    std::map<seq, int> contents() const {
+        std::map<seq, int> c;
+        for (auto& [p, n] : nodes_) c[p] = n.v.handle;
+        return c;
+    }
+
+private:
+    struct node {
+        value v{};
+        std::uint64_t freq = 0, tick = 0;
+        double priority = 0;
+        int pins = 0;
+    };
+    void touch(node& n) {
+        ++n.freq;
+        n.tick = ++tick_;
+        n.priority = Policy::priority(n.freq, n.tick, n.v.cost, n.v.bytes, clock_);
+    }
+    bool is_leaf(const seq& p) const {
+        auto it = nodes_.upper_bound(p);  // children sort right after their parent
+        return it == nodes_.end() || it->first.size() <= p.size() || !std::equal(p.begin(), p.end(), it->first.begin());
+    }
+    bool evict() {
+        const seq* best = nullptr;
+        for (auto& [p, n] : nodes_) {
+            if (n.pins > 0 || !is_leaf(p)) continue;
+            const node& b = best ? nodes_.at(*best) : n;
+            if (best == nullptr || n.priority < b.priority || (n.priority == b.priority && n.tick < b.tick)) best = &p;
+        }
+        if (best == nullptr) return false;
+        node& v = nodes_.at(*best);
+        clock_ = v.priority;
+        log.push_back(v.v.handle);
+        bytes_ -= v.v.bytes;
+        nodes_.erase(*best);
+        return true;
+    }
+    std::size_t budget_, bytes_ = 0;
+    std::uint64_t tick_ = 0;
+    double clock_ = 0;
+    std::map<seq, node> nodes_;
+};
+
+template <class Policy>
+std::map<seq, int> contents_of(frugal::prefix_tree<int, int, Policy>& tree, const std::vector<seq>& candidates) {
+    std::map<seq, int> c;
+    for (const auto& s : candidates) {
+        auto m = tree.match(s);
+        for (std::size_t i = 0; i < m.length(); ++i) c[seq(s.begin(), s.begin() + static_cast<long>(i) + 1)] = m.handle(i);
+    }
+    return c;
+}
+
+template <class Policy>
+void run_against_reference(std::uint32_t seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    frugal::prefix_tree<int, int, Policy> tree(frugal::memory_budget(60));
+    reference_tree<Policy> ref(60);
+    std::vector<int> log;
+    tree.set_eviction_callback([&](const int&, int& handle, std::size_t) { log.push_back(handle); });
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> chunk(0, 3), len(1, 6), bytes(1, 12), op(0, 9);
+    int next_handle = 0;
+    std::vector<std::pair<typename frugal::prefix_tree<int, int, Policy>::prefix_match, std::vector<seq>>> held;
+    std::vector<seq> seen;
+    for (int step = 0; step < 1500; ++step) {
+        seq s(static_cast<std::size_t>(len(rng)));
+        for (auto& c : s) c = chunk(rng);
+        seen.push_back(s);
+        const int o = op(rng);
+        if (o < 4) {
+            std::vector<value> v(s.size());
+            for (auto& x : v) x = value{next_handle++, static_cast<std::size_t>(bytes(rng)), double(1 + rng() % 3)};
+            auto got = tree.insert(s, v);
+            auto want = ref.insert(s, v);
+            ASSERT_EQ(got.existing, want.first) << "step " << step;
+            ASSERT_EQ(got.cached, want.second) << "step " << step;
+        } else if (o < 8 || held.size() > 4) {
+            if (!held.empty() && o >= 6) {
+                const std::size_t i = rng() % held.size();
+                held[i].first.release();
+                ref.release(held[i].second);
+                held.erase(held.begin() + static_cast<long>(i));
+            } else {
+                std::vector<seq> paths;
+                const std::size_t want = ref.match(s, paths);
+                auto m = tree.match(s);
+                ASSERT_EQ(m.length(), want) << "step " << step;
+                if (o < 6) {
+                    held.emplace_back(std::move(m), paths);
+                } else {
+                    m.release();
+                    ref.release(paths);
+                }
+            }
+        }
+        ASSERT_EQ(log, ref.log) << "step " << step;
+        ASSERT_EQ(tree.bytes(), ref.bytes());
+        if (held.empty()) {
+            ASSERT_LE(tree.bytes(), tree.budget());
+        }
+    }
+    for (auto& [m, paths] : held) {
+        m.release();
+        ref.release(paths);
+    }
+    EXPECT_GT(tree.evictions(), 50u) << "the sequence must exercise eviction";
+    EXPECT_EQ(ref.contents(), contents_of(tree, seen));
+}
+
+TEST(PrefixTree, LfuMatchesReference) {
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_lfu>(s);
+}
+TEST(PrefixTree, LruMatchesReference) {
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_lru>(s);
+}
+TEST(PrefixTree, GdsfMatchesReference) {
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_gdsf>(s);
+}
+
+TEST(PrefixTree, PinnedPrefixSurvivesAndOnlyLeavesAreEvicted) {
+    frugal::prefix_tree<int, int> tree(frugal::memory_budget(10));
+    const seq a{1, 2, 3};
+    std::vector<value> v{{10, 3}, {11, 3}, {12, 3}};
+    ASSERT_EQ(tree.insert(a, v).cached, 3u);
+    auto m = tree.match(seq{1, 2});
+    ASSERT_EQ(m.length(), 2u);
+    std::vector<int> evicted;
+    tree.set_eviction_callback([&](const int&, int& h, std::size_t) { evicted.push_back(h); });
+    // 9 bytes used, 6 pinned. A new branch of 2 x 3 bytes: only the leaf {1,2,3} can go.
+    auto r = tree.insert(seq{7, 8}, std::vector<value>{{20, 3}, {21, 3}});
+    EXPECT_EQ(r.cached, 1u) << "the second chunk does not fit beside the pinned prefix";
+    EXPECT_EQ(evicted, std::vector<int>{12});
+    EXPECT_EQ(m.handle(1), 11);
+    m.release();
+    EXPECT_THROW((void)m.handle(0), frugal::out_of_range);
+    EXPECT_THROW(tree.insert(a, std::vector<value>{{1, 1}}), frugal::invalid_argument);
+    EXPECT_THROW(tree.insert(seq{4}, std::vector<value>{{1, 0}}), frugal::invalid_argument);
+}
+
+class PrefixTreeFiles : public ::testing::Test {
+protected:
+    std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                ("frugal_prefix_tree_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    void SetUp() override { std::filesystem::create_directories(dir); }
+    void TearDown() override { std::filesystem::remove_all(dir); }
+    std::string read(const std::filesystem::path& p) {
+        std::ifstream f(p, std::ios::binary);
+        return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+    }
+    void write(const std::filesystem::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
+};
+
+TEST_F(PrefixTreeFiles, SaveLoadRoundTripsAndCorruptFilesAreClearErrors) {
+    frugal::prefix_tree<int, int> tree(frugal::memory_budget(1000));
+    const std::vector<seq> seqs{{1, 2, 3}, {1, 2, 4}, {5}, {1, 6}};
+    int h = 0;
+    for (const auto& s : seqs) {
+        std::vector<value> v;
+        for (std::size_t i = 0; i < s.size(); ++i) v.push_back({h++, 5 + i, 2.0});
+        tree.insert(s, v);
+    }
+    const auto file = dir / "index.bin";
+    tree.save(file);
+    EXPECT_FALSE(std::filesystem::exists(file.string() + ".tmp"));
+    frugal::prefix_tree<int, int> loaded(frugal::memory_budget(1000));
+    loaded.load(file);
+    EXPECT_EQ(loaded.size(), tree.size());
+    EXPECT_EQ(loaded.bytes(), tree.bytes());
+    EXPECT_EQ(contents_of(loaded, seqs), contents_of(tree, seqs));
+
+    const std::string good = read(file);
+    auto expect_corrupt = [&](const std::string& bytes, const char* what) {
+        write(dir / "bad.bin", bytes);
+        frugal::prefix_tree<int, int> t(frugal::memory_budget(1000));
+        t.insert(seq{9}, std::vector<value>{{99, 1}});
+        EXPECT_THROW(t.load(dir / "bad.bin"), frugal::runtime_error) << what;
+        EXPECT_EQ(t.size(), 1u) << what << ": a failed load leaves the tree unchanged";
+    };
+    expect_corrupt(good.substr(0, good.size() - 5), "truncated");
+    std::string flipped = good;
+    flipped[40] = static_cast<char>(flipped[40] ^ 0x5a);
+    expect_corrupt(flipped, "flipped byte");
+    std::string magic = good;
+    magic[0] = 'X';
+    expect_corrupt(magic, "bad magic");
+    expect_corrupt("", "empty");
+    frugal::prefix_tree<int, int> small(frugal::memory_budget(10));
+    EXPECT_THROW(small.load(file), frugal::runtime_error) << "over budget";
+    frugal::prefix_tree<int, std::uint64_t> wide(frugal::memory_budget(1000));
+    EXPECT_THROW(wide.load(file), frugal::runtime_error) << "handle size differs";
+    EXPECT_THROW(loaded.load(dir / "missing.bin"), frugal::runtime_error);
+}
+
+}  // namespace

@@ -1,0 +1,151 @@
+// The QA bank against a brute-force cosine search in double precision, the Eigen scan
+// against the scalar one, and PerCache's scheduler work lists on hand-built banks.
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <frugal/backend/eigen/similarity_scan.hpp>
+#include <frugal/cache/percache_scheduler.hpp>
+#include <frugal/cache/semantic_cache.hpp>
+
+namespace {
+
+std::vector<float> random_vector(std::mt19937& rng, std::size_t dim) {
+    std::normal_distribution<float> d;
+    std::vector<float> v(dim);
+    for (auto& x : v) x = d(rng);
+    return v;
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        ab += double(a[i]) * b[i];
+        aa += double(a[i]) * a[i];
+        bb += double(b[i]) * b[i];
+    }
+    return ab / std::sqrt(aa * bb);
+}
+
+template <class Index>
+void lookup_matches_brute_force() {
+    constexpr std::size_t dim = 24;
+    std::mt19937 rng(11);
+    frugal::semantic_cache<int, std::uint32_t, Index> bank(1000, 0.5, Index(dim));
+    std::vector<std::vector<float>> stored;
+    for (int i = 0; i < 200; ++i) {
+        stored.push_back(random_vector(rng, dim));
+        bank.insert("q" + std::to_string(i), stored.back(), i);
+    }
+    int hits = 0;
+    for (int t = 0; t < 300; ++t) {
+        // Queries near a stored vector (hits) or random (mostly misses).
+        std::vector<float> q = random_vector(rng, dim);
+        if (t % 2 == 0) {
+            const auto& base = stored[rng() % stored.size()];
+            for (std::size_t i = 0; i < dim; ++i) q[i] = base[i] + 0.6f * q[i];
+        }
+        std::size_t best = 0;
+        double best_sim = -2;
+        for (std::size_t i = 0; i < stored.size(); ++i)
+            if (double s = cosine(q, stored[i]); s > best_sim) best_sim = s, best = i;
+        const auto hit = bank.lookup("text that never matches", q);
+        if (std::abs(best_sim - 0.5) < 1e-4) continue;  // too close to tau to judge in float
+        ASSERT_EQ(hit.has_value(), best_sim >= 0.5) << "query " << t << " best cosine " << best_sim;
+        if (hit) {
+            ++hits;
+            EXPECT_EQ(*hit->entry->answer, static_cast<int>(best));
+            EXPECT_NEAR(hit->similarity, best_sim, 1e-4);
+            EXPECT_FALSE(hit->exact);
+        }
+    }
+    EXPECT_GT(hits, 100);
+}
+
+TEST(SemanticCache, LookupMatchesBruteForceCosine) { lookup_matches_brute_force<frugal::flat_similarity_index<>>(); }
+TEST(SemanticCache, EigenScanMatchesBruteForceCosine) { lookup_matches_brute_force<frugal::eigen::flat_similarity_index>(); }
+
+TEST(SemanticCache, ExactTextTauAndEviction) {
+    std::mt19937 rng(2);
+    frugal::semantic_cache<std::string> bank(3, 8, 0.99);
+    const auto a = random_vector(rng, 8), b = random_vector(rng, 8);
+    const auto id = bank.insert("what is my flight time", a);
+    auto exact = bank.lookup("what is my flight time", b);  // different embedding, same text
+    ASSERT_TRUE(exact);
+    EXPECT_TRUE(exact->exact);
+    EXPECT_FALSE(exact->entry->answer.has_value()) << "stored without an answer (prefill only)";
+    EXPECT_TRUE(bank.set_answer(id, "9:40"));
+    EXPECT_EQ(*bank.lookup("what is my flight time", b)->entry->answer, "9:40");
+    // tau adjustable at runtime: a moderately similar query misses at 0.99, hits at -1.
+    std::vector<float> near = a;
+    near[0] += 1.5f;
+    EXPECT_FALSE(bank.lookup("when do I fly", near));
+    bank.set_tau(-1.0);
+    EXPECT_TRUE(bank.lookup("when do I fly", near));
+    EXPECT_THROW(bank.set_tau(1.5), frugal::invalid_argument);
+    EXPECT_THROW((void)bank.lookup("x", std::vector<float>(8, 0.0f)), frugal::invalid_argument);
+    EXPECT_THROW((void)bank.lookup("x", std::vector<float>(7, 1.0f)), frugal::invalid_argument);
+    // Capacity 3 through the LRU core: the oldest unused entry goes, with its text and slot.
+    bank.insert("b", b);
+    bank.insert("c", random_vector(rng, 8));
+    (void)bank.lookup("what is my flight time", a);  // touch
+    bank.insert("d", random_vector(rng, 8));
+    EXPECT_EQ(bank.size(), 3u);
+    bank.set_tau(0.999);
+    EXPECT_FALSE(bank.lookup("b", b)) << "'b' was least recently used: evicted with its text and vector";
+    EXPECT_TRUE(bank.lookup("what is my flight time", a));
+    EXPECT_FALSE(bank.set_answer(1, "gone"));
+}
+
+TEST(PerCacheScheduler, PopulationStrategyFollowsTheCutoff) {
+    EXPECT_EQ(frugal::choose_population(0.90, 0.88), frugal::population_strategy::prefill_only);
+    EXPECT_EQ(frugal::choose_population(0.85, 0.88), frugal::population_strategy::prefill_and_decode);
+    EXPECT_EQ(frugal::choose_population(0.88, 0.88), frugal::population_strategy::prefill_and_decode);
+    EXPECT_THROW((void)frugal::choose_population(NAN, 0.88), frugal::invalid_argument);
+}
+
+TEST(PerCacheScheduler, ConversionAndRefreshWorkLists) {
+    using bank_type = frugal::semantic_cache<std::string, std::uint32_t>;
+    bank_type bank(10, 2, 0.9);
+    const std::vector<float> x{1, 0}, y{0, 1}, xy{1, 1};
+    const auto q0 = bank.insert("q0", x, std::nullopt, {1, 2}, 0.8f);
+    const auto q1 = bank.insert("q1", y, std::string("a1"), {1, 3}, 0.95f);
+    const auto q2 = bank.insert("q2", xy, std::nullopt, {4}, 2.0f);
+    EXPECT_EQ(frugal::decode_worklist(bank), (std::vector<bank_type::entry_id>{q0, q2}));
+
+    // Knowledge bank holds chunk sequence {1, 2} only, 10 of 16 bytes used, 4 bytes per chunk.
+    frugal::prefix_tree<std::uint32_t, int> tree(frugal::memory_budget(16));
+    tree.insert(std::vector<std::uint32_t>{1, 2},
+                std::vector<frugal::chunk_value<int>>{{0, 5}, {1, 5}});
+    auto bytes = [](std::uint32_t) { return 4; };
+    // q0 is complete; q1 misses chunk 3 (4 bytes), q2 misses chunk 4 (4 bytes): 6 free bytes.
+    EXPECT_EQ(frugal::reprefill_worklist(bank, tree, bytes), (std::vector<bank_type::entry_id>{q1}));
+    tree.set_budget(frugal::memory_budget(18));
+    EXPECT_EQ(frugal::reprefill_worklist(bank, tree, bytes), (std::vector<bank_type::entry_id>{q1, q2}));
+
+    // A new chunk along x: cosine 1 with q0 (> 0.8), 0 with q1, 0.707 with q2 (< 2).
+    const std::vector<float> chunks{3, 0, 0, -2};
+    EXPECT_EQ(frugal::refresh_worklist(bank, frugal::matrix_view<const float>(chunks.data(), 2, 2)),
+              (std::vector<bank_type::entry_id>{q0}));
+
+    std::vector<std::string> populated;
+    const auto n = frugal::populate_predicted(
+        [](std::size_t stride) { return std::vector<std::string>(stride + 2, "p"); }, 3,
+        frugal::population_strategy::prefill_only,
+        [&](const std::string& q, frugal::population_strategy s) {
+            EXPECT_EQ(s, frugal::population_strategy::prefill_only);
+            populated.push_back(q);
+        });
+    EXPECT_EQ(n, 3u);
+    EXPECT_EQ(populated.size(), 3u);
+    EXPECT_THROW(frugal::populate_predicted([](std::size_t) { return std::vector<int>{}; }, 0,
+                                            frugal::population_strategy::prefill_only, [](int, auto) {}),
+                 frugal::invalid_argument);
+}
+
+}  // namespace

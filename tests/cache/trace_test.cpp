@@ -1,0 +1,90 @@
+// Published numbers: LRU on the ARC paper's OLTP trace, LRU on the LIRS traces (hit counts of
+// the data README's independent simulator), and the trace readers on small files.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <frugal/cache/lru_policy.hpp>
+
+#include "cache_trace.hpp"
+#include "frugal_test_data.hpp"
+
+namespace {
+
+std::uint64_t lru_hits(const std::vector<frugal::bench::trace_request>& trace, std::size_t capacity) {
+    frugal::lru_cache<std::uint64_t, char> c(capacity);
+    for (const auto& r : trace)
+        if (c.get(r.key) == nullptr) c.put(r.key, 'x');
+    return c.stats().hits;
+}
+
+TEST(CacheTraces, LruReproducesTheArcPaperOnOltp) {
+    FRUGAL_SHARED_DATA_OR_SKIP(path, "cache_traces/arc/OLTP.lis.zst");
+    const auto trace = frugal::bench::read_trace(path, "arc");
+    ASSERT_EQ(trace.size(), 914145u);
+    // Megiddo & Modha, FAST'03, Table IV: 32.83, 42.47, 53.65, 60.70, 64.63 %.
+    const std::vector<std::pair<std::size_t, double>> published = {
+        {1000, 32.83}, {2000, 42.47}, {5000, 53.65}, {10000, 60.70}, {15000, 64.63}};
+    for (auto [capacity, percent] : published) {
+        const double got = 100.0 * static_cast<double>(lru_hits(trace, capacity)) / static_cast<double>(trace.size());
+        EXPECT_NEAR(got, percent, 0.005) << capacity << " pages";
+    }
+}
+
+TEST(CacheTraces, LruMatchesTheIndependentSimulatorOnLirsTraces) {
+    FRUGAL_SHARED_DATA_OR_SKIP(gli, "cache_traces/lirs/gli.trace.gz");
+    FRUGAL_SHARED_DATA_OR_SKIP(loop, "cache_traces/lirs/loop.trace.gz");
+    const auto g = frugal::bench::read_trace(gli, "lines");
+    const auto l = frugal::bench::read_trace(loop, "lines");
+    ASSERT_EQ(g.size(), 6015u);
+    ASSERT_EQ(l.size(), 505500u);
+    EXPECT_EQ(lru_hits(g, 1000), 674u);
+    EXPECT_EQ(lru_hits(g, 2000), 3453u);
+    EXPECT_EQ(lru_hits(l, 512), 0u);
+    EXPECT_EQ(lru_hits(l, 2000), 504489u);
+}
+
+class TraceFiles : public ::testing::Test {
+protected:
+    std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                ("frugal_trace_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    void SetUp() override { std::filesystem::create_directories(dir); }
+    void TearDown() override { std::filesystem::remove_all(dir); }
+    std::filesystem::path write(const std::string& name, const std::string& bytes) {
+        std::ofstream(dir / name, std::ios::binary) << bytes;
+        return dir / name;
+    }
+};
+
+TEST_F(TraceFiles, FormatsParse) {
+    const auto lines = frugal::bench::read_trace(write("a.txt", "5\r\n*\r\n\r\n7\r\n5\r\n"), "lines");
+    ASSERT_EQ(lines.size(), 3u);
+    EXPECT_EQ(lines[1].key, 7u);
+    const auto arc = frugal::bench::read_trace(write("b.lis", "10 3 0 1\n4 1 0 2\n"), "arc");
+    ASSERT_EQ(arc.size(), 4u);
+    EXPECT_EQ(arc[2].key, 12u);
+    EXPECT_EQ(arc[3].key, 4u);
+    std::string rec(24, '\0');
+    const std::uint64_t id = 99;
+    const std::uint32_t size = 4096;
+    std::memcpy(rec.data() + 4, &id, 8);
+    std::memcpy(rec.data() + 12, &size, 4);
+    const auto bin = frugal::bench::read_trace(write("c.bin", rec + rec), "oracle-bin");
+    ASSERT_EQ(bin.size(), 2u);
+    EXPECT_EQ(bin[1].key, 99u);
+    EXPECT_EQ(bin[1].size, 4096u);
+}
+
+TEST_F(TraceFiles, BadInputIsAClearError) {
+    EXPECT_THROW(frugal::bench::read_trace(write("d.bin", std::string(25, '\0')), "oracle-bin"), frugal::runtime_error);
+    EXPECT_THROW(frugal::bench::read_trace(write("e.txt", "12\nx3\n"), "lines"), frugal::runtime_error);
+    EXPECT_THROW(frugal::bench::read_trace(write("f.gz", "\x1f\x8b garbage"), "lines"), frugal::runtime_error);
+    EXPECT_THROW(frugal::bench::read_trace(write("g.lis", "1 2 3\n"), "arc"), frugal::runtime_error);
+    EXPECT_THROW(frugal::bench::read_trace(dir / "missing", "lines"), frugal::runtime_error);
+}
+
+}  // namespace
