@@ -14,3 +14,6 @@
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
+
+// draft
+#include "frugal/draft/suffix_automaton.hpp"
