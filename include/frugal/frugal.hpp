@@ -16,4 +16,7 @@
 #include "frugal/core/version.hpp"
 
 // draft
+#include "frugal/draft/drafter.hpp"
+#include "frugal/draft/ngram.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
+#include "frugal/draft/verify.hpp"

@@ -13,7 +13,7 @@
 #include <frugal/draft/suffix_automaton.hpp>
 
 #include "frugal_test_data.hpp"
-#include "token_data.hpp"
+#include "replay.hpp"
 
 namespace {
 

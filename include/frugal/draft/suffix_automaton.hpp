@@ -74,6 +74,8 @@ public:
         states_.clear();
         text_.clear();
         documents_.assign(1, 0);
+        for (Token t : root_tokens_) root_dense_[static_cast<std::size_t>(t)] = no_state;
+        root_tokens_.clear();
         states_.push_back(node{});
         last_ = root;
     }
@@ -104,19 +106,19 @@ public:
         text_.push_back(token);
         state_id p = last_;
         state_id cur;
-        if (const state_id q = next(p, token); q != no_state) {
+        state_id q = next(p, token);
+        if (q != no_state) {
             // Generalized automaton: the string already occurs in an earlier document.
             cur = states_[q].length == states_[p].length + 1 ? q : split(p, q, token);
         } else {
             cur = new_state(states_[p].length + 1, pos);
-            while (p != no_state && !states_[p].next.contains(token)) {
-                states_[p].next.emplace(token, cur);
+            while (p != no_state && (q = next(p, token)) == no_state) {
+                add_transition(p, token, cur);
                 p = states_[p].link;
             }
             if (p == no_state) {
                 states_[cur].link = root;
             } else {
-                const state_id q = states_[p].next.find(token)->second;
                 states_[cur].link = states_[q].length == states_[p].length + 1 ? q : split(p, q, token);
             }
         }
@@ -135,6 +137,10 @@ public:
     /// Target of the transition from `s` by `token`, or `no_state`.
     [[nodiscard]] state_id next(state_id s, Token token) const noexcept {
         FRUGAL_ASSERT(s < states_.size());
+        if (s == root && dense(token)) {
+            const auto i = static_cast<std::size_t>(token);
+            return i < root_dense_.size() ? root_dense_[i] : no_state;
+        }
         const auto& map = states_[s].next;
         const auto it = map.find(token);
         return it == map.end() ? no_state : it->second;
@@ -160,8 +166,21 @@ public:
     [[nodiscard]] std::uint32_t first_end(state_id s) const { return at(s).first_end; }
     /// Index of the last token of the most recent occurrence (`no_position` for an empty root).
     [[nodiscard]] std::uint32_t last_end(state_id s) const { return at(s).last_end; }
-    /// Outgoing transitions of `s`, sorted by token.
-    [[nodiscard]] const transition_map& transitions(state_id s) const { return at(s).next; }
+    /// Calls `fn(token, target)` for every outgoing transition of `s` (sorted by token,
+    /// except the root's, which come in order of first appearance).
+    /// @code
+    /// sam.for_each_transition(s, [&](int token, auto target) { total += sam.count(target); });
+    /// @endcode
+    template <class Fn>
+    void for_each_transition(state_id s, Fn&& fn) const {
+        if (s == root)
+            for (Token t : root_tokens_) fn(t, root_dense_[static_cast<std::size_t>(t)]);
+        for (const auto& [t, target] : at(s).next) fn(t, target);
+    }
+    /// Number of outgoing transitions of `s`.
+    [[nodiscard]] std::size_t transition_count(state_id s) const {
+        return at(s).next.size() + (s == root ? root_tokens_.size() : 0);
+    }
 
     /// The state of the whole current document (the longest prefix state).
     [[nodiscard]] state_id last() const noexcept { return last_; }
@@ -191,7 +210,8 @@ public:
     /// Approximate heap bytes held (states, transitions spilled to the heap, text).
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
         std::size_t bytes = states_.capacity() * sizeof(node) + text_.capacity() * sizeof(Token) +
-                            documents_.capacity() * sizeof(std::uint32_t);
+                            documents_.capacity() * sizeof(std::uint32_t) +
+                            root_dense_.capacity() * sizeof(state_id) + root_tokens_.capacity() * sizeof(Token);
         for (const node& s : states_)
             if (s.next.capacity() > 2) bytes += s.next.capacity() * sizeof(std::pair<Token, state_id>);
         return bytes;
@@ -209,6 +229,33 @@ private:
         std::uint32_t first_end = no_position;
         std::uint32_t last_end = no_position;
     };
+
+    // The root's transitions are the whole vocabulary; a sorted array would make each new
+    // token an O(vocabulary) insertion, so tokens in [0, dense_limit) index a dense table.
+    static constexpr std::uint64_t dense_limit = std::uint64_t{1} << 20;
+    static constexpr bool dense(Token token) noexcept {
+        if constexpr (std::signed_integral<Token>) {
+            if (token < 0) return false;
+        }
+        return static_cast<std::uint64_t>(token) < dense_limit;
+    }
+    void add_transition(state_id s, Token token, state_id target) {
+        if (s == root && dense(token)) {
+            const auto i = static_cast<std::size_t>(token);
+            if (i >= root_dense_.size()) root_dense_.resize(std::max<std::size_t>(i + 1, 2 * root_dense_.size()), no_state);
+            root_dense_[i] = target;
+            root_tokens_.push_back(token);
+            return;
+        }
+        states_[s].next.emplace(token, target);
+    }
+    void set_transition(state_id s, Token token, state_id target) {
+        if (s == root && dense(token)) {
+            root_dense_[static_cast<std::size_t>(token)] = target;
+            return;
+        }
+        states_[s].next.find(token)->second = target;
+    }
 
     const node& at(state_id s) const {
         FRUGAL_CHECK_AS(frugal::out_of_range, s < states_.size(), "suffix_automaton: state ", s,
@@ -233,10 +280,8 @@ private:
         node copy = states_[q];
         copy.length = states_[p].length + 1;
         states_.push_back(std::move(copy));
-        while (p != no_state) {
-            auto it = states_[p].next.find(token);
-            if (it == states_[p].next.end() || it->second != q) break;
-            it->second = clone;
+        while (p != no_state && next(p, token) == q) {
+            set_transition(p, token, clone);
             p = states_[p].link;
         }
         states_[q].link = clone;
@@ -246,6 +291,8 @@ private:
     std::vector<node> states_;
     std::vector<Token> text_;
     std::vector<std::uint32_t> documents_;
+    std::vector<state_id> root_dense_;  // root transitions of tokens in [0, dense_limit)
+    std::vector<Token> root_tokens_;    // the tokens with a dense root transition, in arrival order
     state_id last_ = root;
 };
 
