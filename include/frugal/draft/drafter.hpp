@@ -52,7 +52,7 @@ class drafter {
 public:
     /// A drafter with `config` and, optionally, a history automaton that must outlive it.
     explicit drafter(drafter_config config = {}, const suffix_automaton<Token>* history = nullptr)
-        : config_(config), ctx_matcher_(context_), history_(history), hist_matcher_(history ? *history : context_) {
+        : config_(config), history_(history), hist_matcher_(history ? *history : context_) {
         FRUGAL_CHECK(config_.max_draft >= 1, "drafter: max_draft must be >= 1, got ", config_.max_draft);
         FRUGAL_CHECK(config_.tree_budget >= 1, "drafter: tree_budget must be >= 1, got ", config_.tree_budget);
         FRUGAL_CHECK(config_.min_match >= 1, "drafter: min_match must be >= 1, got ", config_.min_match);
@@ -64,7 +64,6 @@ public:
     /// Starts a request: the context becomes `prompt`; the history is re-matched from scratch.
     void begin(std::span<const Token> prompt) {
         context_.clear();
-        ctx_matcher_.reset();
         hist_matcher_.reset();
         context_.reserve(prompt.size() + 1024);
         accept(prompt);
@@ -77,8 +76,7 @@ public:
     /// Appends one accepted token.
     void accept(Token token) {
         check_token(token);
-        ctx_matcher_.advance(token);  // before appending: the match is an earlier occurrence
-        context_.append(token);
+        context_.append(token);  // also finds the longest suffix that occurred before
         if (history_ != nullptr) hist_matcher_.advance(token);
     }
 
@@ -86,13 +84,13 @@ public:
     /// length >= `min_match` occurred before). The span stays valid until the next call.
     [[nodiscard]] std::span<const Token> chain() {
         chain_.clear();
-        const std::uint32_t lc = ctx_matcher_.length();
+        const std::uint32_t lc = context_.repeat_length();
         const std::uint32_t lh = history_ != nullptr ? hist_matcher_.length() : 0;
         const bool use_history = lh > lc + config_.history_bias;
         const std::uint32_t len = use_history ? lh : lc;
         if (len < config_.min_match) return {};
         const auto& sam = use_history ? *history_ : context_;
-        const std::uint32_t end = use_history ? hist_matcher_.last_end() : ctx_matcher_.last_end();
+        const std::uint32_t end = use_history ? hist_matcher_.last_end() : context_.repeat_end();
         const auto cont = sam.continuation(end, config_.max_draft);
         chain_.assign(cont.begin(), cont.end());
         return chain_;
@@ -106,7 +104,7 @@ public:
         tree_.clear();
         heap_.clear();
         cursor root;
-        root.state[0] = ctx_matcher_.length() >= config_.min_match ? ctx_matcher_.state() : no_state;
+        root.state[0] = context_.repeat_length() >= config_.min_match ? context_.repeat_state() : no_state;
         root.state[1] = history_ != nullptr && hist_matcher_.length() >= config_.min_match ? hist_matcher_.state()
                                                                                             : no_state;
         push_children(root, -1, 1.0, 0);
@@ -123,7 +121,7 @@ public:
     /// The context automaton (prompt plus accepted tokens).
     [[nodiscard]] const suffix_automaton<Token>& context() const noexcept { return context_; }
     /// Length of the current suffix match in the context and in the history (0: none).
-    [[nodiscard]] std::uint32_t context_match() const noexcept { return ctx_matcher_.length(); }
+    [[nodiscard]] std::uint32_t context_match() const noexcept { return context_.repeat_length(); }
     [[nodiscard]] std::uint32_t history_match() const noexcept { return history_ ? hist_matcher_.length() : 0; }
     /// The configuration.
     [[nodiscard]] const drafter_config& config() const noexcept { return config_; }
@@ -184,7 +182,6 @@ private:
 
     drafter_config config_;
     suffix_automaton<Token> context_;
-    suffix_matcher<Token> ctx_matcher_;
     const suffix_automaton<Token>* history_;
     suffix_matcher<Token> hist_matcher_;
     std::vector<Token> chain_;

@@ -71,19 +71,24 @@ public:
 
     /// Removes every token and state.
     void clear() {
-        states_.clear();
+        meta_.clear();
+        next_.clear();
         text_.clear();
         documents_.assign(1, 0);
         for (Token t : root_tokens_) root_dense_[static_cast<std::size_t>(t)] = no_state;
         root_tokens_.clear();
-        states_.push_back(node{});
+        meta_.push_back(node{});
+        next_.emplace_back();
         last_ = root;
+        repeat_ = root;
+        repeat_end_ = no_position;
     }
 
     /// Reserves room for `tokens` tokens (2 * tokens states).
     void reserve(std::size_t tokens) {
         text_.reserve(tokens);
-        states_.reserve(2 * tokens + 1);
+        meta_.reserve(2 * tokens + 1);
+        next_.reserve(2 * tokens + 1);
     }
 
     /// Starts a new document: later substrings never span the boundary.
@@ -93,6 +98,8 @@ public:
     void begin_document() {
         if (documents_.back() != text_.size()) documents_.push_back(static_cast<std::uint32_t>(text_.size()));
         last_ = root;
+        repeat_ = root;
+        repeat_end_ = no_position;
     }
 
     /// Appends one token; amortized O(1) plus the endpos update described above.
@@ -109,23 +116,26 @@ public:
         state_id q = next(p, token);
         if (q != no_state) {
             // Generalized automaton: the string already occurs in an earlier document.
-            cur = states_[q].length == states_[p].length + 1 ? q : split(p, q, token);
+            cur = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
+            repeat_ = cur;
         } else {
-            cur = new_state(states_[p].length + 1, pos);
+            cur = new_state(meta_[p].length + 1, pos);
             while (p != no_state && (q = next(p, token)) == no_state) {
                 add_transition(p, token, cur);
-                p = states_[p].link;
+                p = meta_[p].link;
             }
             if (p == no_state) {
-                states_[cur].link = root;
+                meta_[cur].link = root;
             } else {
-                states_[cur].link = states_[q].length == states_[p].length + 1 ? q : split(p, q, token);
+                meta_[cur].link = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
             }
+            repeat_ = meta_[cur].link;
         }
+        repeat_end_ = repeat_ == root ? no_position : meta_[repeat_].last_end;  // before the walk below adds this position
         last_ = cur;
-        for (state_id s = cur; s != no_state; s = states_[s].link) {
-            ++states_[s].count;
-            states_[s].last_end = pos;
+        for (state_id s = cur; s != no_state; s = meta_[s].link) {
+            ++meta_[s].count;
+            meta_[s].last_end = pos;
         }
     }
 
@@ -136,12 +146,12 @@ public:
 
     /// Target of the transition from `s` by `token`, or `no_state`.
     [[nodiscard]] state_id next(state_id s, Token token) const noexcept {
-        FRUGAL_ASSERT(s < states_.size());
+        FRUGAL_ASSERT(s < meta_.size());
         if (s == root && dense(token)) {
             const auto i = static_cast<std::size_t>(token);
             return i < root_dense_.size() ? root_dense_[i] : no_state;
         }
-        const auto& map = states_[s].next;
+        const auto& map = next_[s];
         const auto it = map.find(token);
         return it == map.end() ? no_state : it->second;
     }
@@ -175,17 +185,29 @@ public:
     void for_each_transition(state_id s, Fn&& fn) const {
         if (s == root)
             for (Token t : root_tokens_) fn(t, root_dense_[static_cast<std::size_t>(t)]);
-        for (const auto& [t, target] : at(s).next) fn(t, target);
+        for (const auto& [t, target] : transition_map_of(s)) fn(t, target);
     }
     /// Number of outgoing transitions of `s`.
     [[nodiscard]] std::size_t transition_count(state_id s) const {
-        return at(s).next.size() + (s == root ? root_tokens_.size() : 0);
+        return transition_map_of(s).size() + (s == root ? root_tokens_.size() : 0);
     }
+
+    /// The longest suffix of the current document that also ends earlier (the suffix link
+    /// of the newest prefix): its state, length (0: none) and the end of its most recent
+    /// earlier occurrence (`no_position`: none). This is the self-match a context drafter
+    /// needs, computed by `append` at no extra cost.
+    /// @code
+    /// sam.append(t);
+    /// if (sam.repeat_length() > 0) draft = sam.continuation(sam.repeat_end(), k);
+    /// @endcode
+    [[nodiscard]] state_id repeat_state() const noexcept { return repeat_; }
+    [[nodiscard]] std::uint32_t repeat_length() const noexcept { return meta_[repeat_].length; }
+    [[nodiscard]] std::uint32_t repeat_end() const noexcept { return repeat_end_; }
 
     /// The state of the whole current document (the longest prefix state).
     [[nodiscard]] state_id last() const noexcept { return last_; }
     /// Number of states, root included.
-    [[nodiscard]] std::size_t state_count() const noexcept { return states_.size(); }
+    [[nodiscard]] std::size_t state_count() const noexcept { return meta_.size(); }
     /// Number of tokens appended.
     [[nodiscard]] std::size_t size() const noexcept { return text_.size(); }
     /// Every token appended, in order (documents concatenated).
@@ -209,11 +231,12 @@ public:
 
     /// Approximate heap bytes held (states, transitions spilled to the heap, text).
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        std::size_t bytes = states_.capacity() * sizeof(node) + text_.capacity() * sizeof(Token) +
+        std::size_t bytes = meta_.capacity() * sizeof(node) + next_.capacity() * sizeof(transition_map) +
+                            text_.capacity() * sizeof(Token) +
                             documents_.capacity() * sizeof(std::uint32_t) +
                             root_dense_.capacity() * sizeof(state_id) + root_tokens_.capacity() * sizeof(Token);
-        for (const node& s : states_)
-            if (s.next.capacity() > 2) bytes += s.next.capacity() * sizeof(std::pair<Token, state_id>);
+        for (const transition_map& m : next_)
+            if (m.capacity() > 2) bytes += m.capacity() * sizeof(std::pair<Token, state_id>);
         return bytes;
     }
 
@@ -221,8 +244,9 @@ public:
     static constexpr std::size_t max_tokens = (std::numeric_limits<state_id>::max() - 2) / 2;
 
 private:
+    // Per-state scalars, kept apart from the transition maps so the suffix-link walks of
+    // append() and of the matcher touch 20 bytes per state.
     struct node {
-        transition_map next;
         std::uint32_t length = 0;
         state_id link = no_state;
         std::uint32_t count = 0;
@@ -247,20 +271,25 @@ private:
             root_tokens_.push_back(token);
             return;
         }
-        states_[s].next.emplace(token, target);
+        next_[s].emplace(token, target);
     }
     void set_transition(state_id s, Token token, state_id target) {
         if (s == root && dense(token)) {
             root_dense_[static_cast<std::size_t>(token)] = target;
             return;
         }
-        states_[s].next.find(token)->second = target;
+        next_[s].find(token)->second = target;
     }
 
     const node& at(state_id s) const {
-        FRUGAL_CHECK_AS(frugal::out_of_range, s < states_.size(), "suffix_automaton: state ", s,
-                        " >= state count ", states_.size());
-        return states_[s];
+        FRUGAL_CHECK_AS(frugal::out_of_range, s < meta_.size(), "suffix_automaton: state ", s,
+                        " >= state count ", meta_.size());
+        return meta_[s];
+    }
+
+    const transition_map& transition_map_of(state_id s) const {
+        (void)at(s);
+        return next_[s];
     }
 
     state_id new_state(std::uint32_t length, std::uint32_t end) {
@@ -268,32 +297,37 @@ private:
         n.length = length;
         n.first_end = end;
         n.last_end = end;
-        states_.push_back(std::move(n));
-        return static_cast<state_id>(states_.size() - 1);
+        meta_.push_back(n);
+        next_.emplace_back();
+        return static_cast<state_id>(meta_.size() - 1);
     }
 
     // Splits q so that the strings of length <= length(p) + 1 move to a clone; redirects
     // p's suffix path to the clone. The clone inherits q's endpos (the caller's walk adds
     // the new position).
     state_id split(state_id p, state_id q, Token token) {
-        const state_id clone = static_cast<state_id>(states_.size());
-        node copy = states_[q];
-        copy.length = states_[p].length + 1;
-        states_.push_back(std::move(copy));
+        const state_id clone = static_cast<state_id>(meta_.size());
+        node copy = meta_[q];
+        copy.length = meta_[p].length + 1;
+        meta_.push_back(copy);
+        next_.push_back(next_[q]);
         while (p != no_state && next(p, token) == q) {
             set_transition(p, token, clone);
-            p = states_[p].link;
+            p = meta_[p].link;
         }
-        states_[q].link = clone;
+        meta_[q].link = clone;
         return clone;
     }
 
-    std::vector<node> states_;
+    std::vector<node> meta_;
+    std::vector<transition_map> next_;
     std::vector<Token> text_;
     std::vector<std::uint32_t> documents_;
     std::vector<state_id> root_dense_;  // root transitions of tokens in [0, dense_limit)
     std::vector<Token> root_tokens_;    // the tokens with a dense root transition, in arrival order
     state_id last_ = root;
+    state_id repeat_ = root;
+    std::uint32_t repeat_end_ = no_position;
 };
 
 /// The longest suffix of a token stream that occurs in an automaton, carried across steps.
