@@ -2,7 +2,7 @@
 /// @file
 /// Retrieval drafter over two suffix automata (CoordGen 2.2/4.1, SAM-Decoding): the
 /// request's own context and a persistent history of past outputs. Chain drafts up to K
-/// tokens; tree drafts of the most frequent continuations within a token budget.
+/// tokens; tree drafts of the most probable continuations within a token budget.
 
 #include <algorithm>
 #include <array>
@@ -18,33 +18,44 @@
 
 namespace frugal::draft {
 
-/// Drafting policy. Defaults are the ones `frugal-bench draft` reports.
+/// Drafting policy. The defaults are the ones `frugal-bench draft` reports
+/// (docs/drafting.md explains each choice).
 struct drafter_config {
-    std::size_t max_draft = 10;        ///< K: longest chain draft, deepest tree path
-    std::size_t tree_budget = 64;      ///< most nodes in a tree draft
-    std::uint32_t min_match = 1;       ///< shortest suffix match allowed to draft
-    std::uint32_t history_bias = 1;    ///< chain: history wins only when its match is longer by more than this
-    std::uint64_t vocab_size = 0;      ///< tokens must lie in [0, vocab_size); 0: any value of the type
+    std::size_t max_draft = 10;      ///< K: longest chain draft, deepest tree path
+    std::size_t tree_budget = 64;    ///< most nodes in a tree draft
+    std::uint32_t min_match = 1;     ///< shortest suffix match allowed to draft
+    /// A source whose match is shorter than the other source's by more than this is
+    /// ignored (a much longer match is much stronger evidence, as SAM-Decoding chooses).
+    std::uint32_t match_margin = 8;
+    double context_weight = 2.0;     ///< weight of the context against the history (1) when both match
+    /// Pseudo-count of "a continuation never seen": a token's probability at a node is
+    /// count / (total + escape), so evidence from few occurrences decays with depth.
+    double escape = 1.0;
+    /// Chain drafts stop once the estimated probability of the whole path drops below this.
+    double min_path_score = 0.002;
+    std::uint64_t vocab_size = 0;    ///< tokens must lie in [0, vocab_size); 0: any non-negative value
 };
 
 /// A drafter over the request's context (prompt plus accepted tokens, an automaton it
 /// owns) and an optional history automaton of past outputs (CoordGen's history
-/// similarity; owned by the caller, read-only here).
+/// similarity; owned by the caller, read-only while a request runs).
 ///
 /// Feed it the prompt with `begin()` and every accepted token (bonus included) with
-/// `accept()`; each costs amortized O(1) per token. `chain()` copies the
-/// continuation of the longest suffix match (the context unless the history's match is
-/// longer by more than `history_bias`, as SAM-Decoding chooses), most recent occurrence
-/// first, cut to a length that grows with the match length. `tree()` expands the
-/// continuations of both sources best-first by their occurrence-count probability.
-/// Neither depends on the context length.
+/// `accept()`: amortized O(1) per token. Drafting looks at four sources: the longest
+/// suffix match in the context and in the history and, for each, its suffix-link
+/// back-off (the next shorter match, with more occurrences). A continuation token's
+/// probability is the weighted mix, over the sources, of its share of the occurrence
+/// counts there. `chain()` follows the most probable token up to `max_draft` deep while
+/// the path probability stays above `min_path_score`, so its length adapts to the
+/// evidence; `tree()` expands the most probable paths best-first within `tree_budget`
+/// nodes. Neither depends on the context length.
 /// @code
 /// frugal::draft::drafter<int> d({.max_draft = 8});
 /// d.begin(prompt);
 /// while (!done) {
-///     auto draft = d.chain();                       // verify with the model
-///     auto r = frugal::draft::verify_chain<int>(draft, model_predictions);
-///     d.accept(std::span(draft).first(r.accepted)); d.accept(r.bonus);
+///     auto draft = d.chain();                                   // verify with the model
+///     auto r = frugal::draft::verify_chain<int>(draft, model_argmax);
+///     d.accept(draft.first(r.accepted)); d.accept(r.bonus);
 /// }
 /// @endcode
 template <std::integral Token>
@@ -56,12 +67,16 @@ public:
         FRUGAL_CHECK(config_.max_draft >= 1, "drafter: max_draft must be >= 1, got ", config_.max_draft);
         FRUGAL_CHECK(config_.tree_budget >= 1, "drafter: tree_budget must be >= 1, got ", config_.tree_budget);
         FRUGAL_CHECK(config_.min_match >= 1, "drafter: min_match must be >= 1, got ", config_.min_match);
+        FRUGAL_CHECK(config_.context_weight > 0, "drafter: context_weight must be > 0, got ", config_.context_weight);
+        FRUGAL_CHECK(config_.escape >= 0, "drafter: escape must be >= 0, got ", config_.escape);
+        FRUGAL_CHECK(config_.min_path_score >= 0 && config_.min_path_score < 1,
+                     "drafter: min_path_score must be in [0, 1), got ", config_.min_path_score);
     }
 
     drafter(const drafter&) = delete;
     drafter& operator=(const drafter&) = delete;
 
-    /// Starts a request: the context becomes `prompt`; the history is re-matched from scratch.
+    /// Starts a request: the context becomes `prompt`; the history is matched afresh.
     void begin(std::span<const Token> prompt) {
         context_.clear();
         hist_matcher_.reset();
@@ -80,34 +95,33 @@ public:
         if (history_ != nullptr) hist_matcher_.advance(token);
     }
 
-    /// A chain draft of up to `max_draft` tokens (empty when no suffix of the context of
+    /// A chain draft of at most `max_draft` tokens: the most probable continuation, cut
+    /// where the path probability falls below `min_path_score` (empty when no suffix of
     /// length >= `min_match` occurred before). The span stays valid until the next call.
     [[nodiscard]] std::span<const Token> chain() {
         chain_.clear();
-        const std::uint32_t lc = context_.repeat_length();
-        const std::uint32_t lh = history_ != nullptr ? hist_matcher_.length() : 0;
-        const bool use_history = lh > lc + config_.history_bias;
-        const std::uint32_t len = use_history ? lh : lc;
-        if (len < config_.min_match) return {};
-        const auto& sam = use_history ? *history_ : context_;
-        const std::uint32_t end = use_history ? hist_matcher_.last_end() : context_.repeat_end();
-        const auto cont = sam.continuation(end, config_.max_draft);
-        chain_.assign(cont.begin(), cont.end());
+        cursor at = root_cursor();
+        double path = 1.0;
+        for (std::size_t depth = 0; depth < config_.max_draft; ++depth) {
+            heap_.clear();
+            push_children(at, -1, path, depth);
+            if (heap_.empty()) break;
+            const candidate& best = heap_.front();  // a max-heap
+            if (best.score < config_.min_path_score) break;
+            chain_.push_back(best.token);
+            path = best.score;
+            at = best.next;
+        }
         return chain_;
     }
 
-    /// A tree draft of at most `tree_budget` nodes and depth `max_draft`: the continuations
-    /// of the context and history matches, most probable paths first, where a token's
-    /// probability at a node is its share of the occurrence counts of the continuations
-    /// there (averaged over the sources that match). The reference stays valid until the next call.
+    /// A tree draft of at most `tree_budget` nodes and depth `max_draft`: the most probable
+    /// paths, expanded best-first, flattened as a parent-index array (`draft_tree`). The
+    /// reference stays valid until the next call.
     [[nodiscard]] const draft_tree<Token>& tree() {
         tree_.clear();
         heap_.clear();
-        cursor root;
-        root.state[0] = context_.repeat_length() >= config_.min_match ? context_.repeat_state() : no_state;
-        root.state[1] = history_ != nullptr && hist_matcher_.length() >= config_.min_match ? hist_matcher_.state()
-                                                                                            : no_state;
-        push_children(root, -1, 1.0, 0);
+        push_children(root_cursor(), -1, 1.0, 0);
         while (!heap_.empty() && tree_.size() < config_.tree_budget) {
             std::pop_heap(heap_.begin(), heap_.end());
             const candidate c = heap_.back();
@@ -120,15 +134,18 @@ public:
 
     /// The context automaton (prompt plus accepted tokens).
     [[nodiscard]] const suffix_automaton<Token>& context() const noexcept { return context_; }
-    /// Length of the current suffix match in the context and in the history (0: none).
+    /// Length of the current suffix match in the context (0: none).
     [[nodiscard]] std::uint32_t context_match() const noexcept { return context_.repeat_length(); }
+    /// Length of the current suffix match in the history (0: none or no history).
     [[nodiscard]] std::uint32_t history_match() const noexcept { return history_ ? hist_matcher_.length() : 0; }
     /// The configuration.
     [[nodiscard]] const drafter_config& config() const noexcept { return config_; }
 
 private:
+    // Sources: 0 context match, 1 history match, 2 and 3 their suffix-link back-offs.
+    static constexpr std::size_t sources = 4;
     struct cursor {
-        std::array<state_id, 2> state{no_state, no_state};  // context, history
+        std::array<state_id, sources> state{no_state, no_state, no_state, no_state};
     };
     struct candidate {
         double score;
@@ -139,33 +156,51 @@ private:
         bool operator<(const candidate& o) const noexcept { return score < o.score; }
     };
 
-    const suffix_automaton<Token>& source(std::size_t i) const noexcept { return i == 0 ? context_ : *history_; }
+    [[nodiscard]] const suffix_automaton<Token>& source(std::size_t i) const noexcept {
+        return i % 2 == 0 ? context_ : *history_;
+    }
 
+    [[nodiscard]] cursor root_cursor() {
+        cursor root;
+        const std::uint32_t lc = context_.repeat_length();
+        const std::uint32_t lh = history_ != nullptr ? hist_matcher_.length() : 0;
+        if (lc >= config_.min_match && lc + config_.match_margin >= lh) root.state[0] = context_.repeat_state();
+        if (lh >= config_.min_match && lh + config_.match_margin >= lc) root.state[1] = hist_matcher_.state();
+        for (std::size_t i = 2; i < sources; ++i) {
+            if (root.state[i - 2] == no_state) continue;
+            const state_id up = source(i).link(root.state[i - 2]);
+            if (source(i).length(up) >= config_.min_match) root.state[i] = up;
+        }
+        return root;
+    }
+
+    // Pushes the children of `at` onto the heap, each scored `score` times its mixed
+    // probability sum_j w_j count_j(t) / (total_j + escape) / sum_j w_j.
     void push_children(const cursor& at, std::int32_t parent, double score, std::size_t depth) {
-        std::array<double, 2> total{0, 0};
-        int sources = 0;
-        for (std::size_t i = 0; i < 2; ++i) {
+        std::array<double, sources> total{}, weight{};
+        double weight_sum = 0;
+        for (std::size_t i = 0; i < sources; ++i) {
             if (at.state[i] == no_state) continue;
             const auto& sam = source(i);
             sam.for_each_transition(at.state[i], [&](Token, state_id child) { total[i] += sam.count(child); });
-            if (total[i] > 0) ++sources;
-        }
-        if (sources == 0) return;
-        for (std::size_t i = 0; i < 2; ++i) {
             if (total[i] == 0) continue;
-            const auto& sam = source(i);
-            sam.for_each_transition(at.state[i], [&](Token tok, state_id child) {
-                const std::size_t other = 1 - i;
-                state_id other_child = no_state;
-                if (at.state[other] != no_state && total[other] > 0) {
-                    other_child = source(other).next(at.state[other], tok);
-                    if (other < i && other_child != no_state) return;  // counted from the other source
+            weight[i] = i % 2 == 0 ? config_.context_weight : 1.0;
+            weight_sum += weight[i];
+        }
+        if (weight_sum == 0) return;
+        for (std::size_t i = 0; i < sources; ++i) {
+            if (total[i] == 0) continue;
+            source(i).for_each_transition(at.state[i], [&](Token token, state_id) {
+                candidate c{0.0, parent, token, depth + 1, {}};
+                for (std::size_t j = 0; j < sources; ++j) {
+                    if (total[j] == 0) continue;
+                    const state_id child = source(j).next(at.state[j], token);
+                    if (child == no_state) continue;
+                    if (j < i) return;  // already pushed from an earlier source
+                    c.next.state[j] = child;
+                    c.score += weight[j] * source(j).count(child) / (total[j] + config_.escape);
                 }
-                double p = sam.count(child) / total[i];
-                if (other_child != no_state) p += source(other).count(other_child) / total[other];
-                candidate c{score * p / sources, parent, tok, depth + 1, {}};
-                c.next.state[i] = child;
-                c.next.state[other] = other_child;
+                c.score *= score / weight_sum;
                 heap_.push_back(c);
                 std::push_heap(heap_.begin(), heap_.end());
             });
