@@ -33,6 +33,10 @@ struct drafter_config {
     double escape = 1.0;
     /// Chain drafts stop once the estimated probability of the whole path drops below this.
     double min_path_score = 0.002;
+    /// A match state with more continuations than this is not drafted from: its
+    /// probability is spread over too many tokens to pay for scanning them (this keeps a
+    /// step's cost independent of the vocabulary).
+    std::size_t max_fanout = 64;
     std::uint64_t vocab_size = 0;    ///< tokens must lie in [0, vocab_size); 0: any non-negative value
 };
 
@@ -103,14 +107,19 @@ public:
         cursor at = root_cursor();
         double path = 1.0;
         for (std::size_t depth = 0; depth < config_.max_draft; ++depth) {
-            heap_.clear();
-            push_children(at, -1, path, depth);
-            if (heap_.empty()) break;
-            const candidate& best = heap_.front();  // a max-heap
-            if (best.score < config_.min_path_score) break;
-            chain_.push_back(best.token);
-            path = best.score;
-            at = best.next;
+            double best = -1;
+            Token best_token{};
+            cursor best_next;
+            expand(at, path, [&](Token token, double score, const cursor& next) {
+                if (score <= best) return;
+                best = score;
+                best_token = token;
+                best_next = next;
+            });
+            if (best < config_.min_path_score) break;
+            chain_.push_back(best_token);
+            path = best;
+            at = best_next;
         }
         return chain_;
     }
@@ -121,6 +130,12 @@ public:
     [[nodiscard]] const draft_tree<Token>& tree() {
         tree_.clear();
         heap_.clear();
+        auto push_children = [&](const cursor& at, std::int32_t parent, double score, std::size_t depth) {
+            expand(at, score, [&](Token token, double s, const cursor& next) {
+                heap_.push_back({s, parent, token, depth + 1, next});
+                std::push_heap(heap_.begin(), heap_.end());
+            });
+        };
         push_children(root_cursor(), -1, 1.0, 0);
         while (!heap_.empty() && tree_.size() < config_.tree_budget) {
             std::pop_heap(heap_.begin(), heap_.end());
@@ -174,14 +189,16 @@ private:
         return root;
     }
 
-    // Pushes the children of `at` onto the heap, each scored `score` times its mixed
-    // probability sum_j w_j count_j(t) / (total_j + escape) / sum_j w_j.
-    void push_children(const cursor& at, std::int32_t parent, double score, std::size_t depth) {
+    // Calls sink(token, score * p(token), cursor after token) for each continuation of `at`,
+    // p(token) = sum_j w_j count_j(token) / (total_j + escape) / sum_j w_j.
+    template <class Sink>
+    void expand(const cursor& at, double score, Sink&& sink) const {
         std::array<double, sources> total{}, weight{};
         double weight_sum = 0;
         for (std::size_t i = 0; i < sources; ++i) {
             if (at.state[i] == no_state) continue;
             const auto& sam = source(i);
+            if (sam.transition_count(at.state[i]) > config_.max_fanout) continue;
             sam.for_each_transition(at.state[i], [&](Token, state_id child) { total[i] += sam.count(child); });
             if (total[i] == 0) continue;
             weight[i] = i % 2 == 0 ? config_.context_weight : 1.0;
@@ -189,20 +206,19 @@ private:
         }
         if (weight_sum == 0) return;
         for (std::size_t i = 0; i < sources; ++i) {
-            if (total[i] == 0) continue;
+            if (weight[i] == 0) continue;
             source(i).for_each_transition(at.state[i], [&](Token token, state_id) {
-                candidate c{0.0, parent, token, depth + 1, {}};
+                cursor next;
+                double p = 0;
                 for (std::size_t j = 0; j < sources; ++j) {
-                    if (total[j] == 0) continue;
+                    if (weight[j] == 0) continue;
                     const state_id child = source(j).next(at.state[j], token);
                     if (child == no_state) continue;
-                    if (j < i) return;  // already pushed from an earlier source
-                    c.next.state[j] = child;
-                    c.score += weight[j] * source(j).count(child) / (total[j] + config_.escape);
+                    if (j < i) return;  // already offered from an earlier source
+                    next.state[j] = child;
+                    p += weight[j] * source(j).count(child) / (total[j] + config_.escape);
                 }
-                c.score *= score / weight_sum;
-                heap_.push_back(c);
-                std::push_heap(heap_.begin(), heap_.end());
+                sink(token, score * p / weight_sum, next);
             });
         }
     }
