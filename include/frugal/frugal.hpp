@@ -16,7 +16,9 @@
 #include "frugal/core/version.hpp"
 
 // draft
+#include "frugal/draft/calibration.hpp"
 #include "frugal/draft/drafter.hpp"
 #include "frugal/draft/ngram.hpp"
+#include "frugal/draft/reuse.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 #include "frugal/draft/verify.hpp"

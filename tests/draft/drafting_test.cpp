@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 
 #include <frugal/draft/drafter.hpp>
+#include <frugal/draft/calibration.hpp>
 #include <frugal/draft/ngram.hpp>
+#include <frugal/draft/reuse.hpp>
 #include <frugal/draft/verify.hpp>
 
 #include "frugal_test_data.hpp"
@@ -226,5 +228,93 @@ TEST(PromptLookup, ReproducesThePublishedMat) {
         {"translation", 1.106}};
     for (const auto& [category, mat] : published) EXPECT_NEAR(stats.at(category).mat(), mat, 0.0005) << category;
 }
+
+// ---- draft reuse (CoordGen 3.4, Eq. 3) ---------------------------------------------------
+
+namespace reuse_cases {
+using frugal::draft::draft_reuse;
+using frugal::draft::draft_segment;
+using frugal::draft::reusable_segment;
+
+TEST(DraftReuse, LongestAgreeingSegmentAfterTheRejection) {
+    // a b c d e f vs a X c d Y f Z: rejected at 1; runs after it: [2, 4) and [5, 6).
+    const std::vector<int> draft{1, 2, 3, 4, 5, 6};
+    EXPECT_EQ(reusable_segment<int>(draft, std::vector<int>{1, 9, 3, 4, 9, 6, 9}), (draft_segment{2, 4}));
+    // Full acceptance: nothing to reuse.
+    EXPECT_TRUE(reusable_segment<int>(draft, std::vector<int>{1, 2, 3, 4, 5, 6, 7}).empty());
+    // Rejection at the first token, the rest agrees ("missing" case of Table 2).
+    EXPECT_EQ(reusable_segment<int>(draft, std::vector<int>{9, 2, 3, 4, 5, 6, 7}), (draft_segment{1, 6}));
+    // Nothing after the rejection agrees ("redundant").
+    EXPECT_TRUE(reusable_segment<int>(draft, std::vector<int>{1, 9, 9, 9, 9, 9, 9}).empty());
+    // Ties: the earliest run.
+    EXPECT_EQ(reusable_segment<int>(draft, std::vector<int>{9, 2, 9, 4, 9, 6, 9}), (draft_segment{1, 2}));
+    // Empty draft.
+    EXPECT_TRUE(reusable_segment<int>(std::vector<int>{}, std::vector<int>{5}).empty());
+    EXPECT_THROW((void)reusable_segment<int>(draft, std::vector<int>{1}), frugal::invalid_argument);
+}
+
+TEST(DraftReuse, OfferedAtLeastOnceThenBoundedByTheThreshold) {
+    draft_reuse<int> reuse(8);
+    const std::vector<int> draft{1, 2, 3, 4, 5, 6};
+    reuse.observe(draft, std::vector<int>{9, 2, 3, 4, 5, 6, 7});  // keeps {2..6}: 5 tokens
+    ASSERT_EQ(reuse.size(), 1u);
+    // First offer: always, even past the threshold (6 fresh + 5 > 8).
+    auto extra = reuse.offer(6);
+    ASSERT_EQ(extra.size(), 1u);
+    EXPECT_EQ(std::vector<int>(extra[0].begin(), extra[0].end()), (std::vector<int>{2, 3, 4, 5, 6}));
+    // Later steps: kept while fresh + reused <= 8.
+    EXPECT_EQ(reuse.offer(3).size(), 1u);
+    EXPECT_EQ(reuse.offer(4).size(), 0u);  // 4 + 5 > 8: discarded
+    EXPECT_EQ(reuse.size(), 0u);
+    reuse.observe(draft, std::vector<int>{1, 2, 3, 4, 5, 6, 7});  // full acceptance keeps nothing
+    EXPECT_EQ(reuse.size(), 0u);
+    EXPECT_THROW(draft_reuse<int>(0), frugal::invalid_argument);
+}
+}  // namespace reuse_cases
+
+// ---- in-context calibration (CoordGen 3.3) ----------------------------------------------
+
+namespace calibration_cases {
+using frugal::draft::calibrated_source;
+using frugal::draft::token_prediction;
+
+// Figure 9: "Clinton 's security detail has arrived at Des Moines".
+enum : int { clinton = 1, s_ = 2, security = 3, detail = 4, has = 5, arrived = 6, at = 7, des = 8, moines = 9,
+             been = 20, in = 21, dot = 22, filler = 30 };
+
+std::vector<token_prediction<int>> figure9_predictions() {
+    std::vector<token_prediction<int>> p(9 * 3, {filler, 0.05f});
+    auto set = [&](std::size_t pos, std::vector<token_prediction<int>> row) {
+        std::copy(row.begin(), row.end(), p.begin() + std::ptrdiff_t(pos * 3));
+    };
+    set(0, {{has, 0.3f}, {arrived, 0.5f}, {s_, 0.2f}});  // after "Clinton", unsorted on purpose
+    set(1, {{security, 0.9f}, {filler, 0.05f}, {filler, 0.05f}});
+    set(4, {{arrived, 0.6f}, {been, 0.3f}, {filler, 0.05f}});
+    set(5, {{at, 0.7f}, {in, 0.2f}, {dot, 0.1f}});
+    return p;
+}
+
+TEST(Calibration, SampleAndSearchBuildsTheExpectedTree) {
+    const std::vector<int> context{clinton, s_, security, detail, has, arrived, at, des, moines};
+    const auto preds = figure9_predictions();
+    calibrated_source<int> cal(context, preds, 3, {.max_depth = 2, .max_nodes = 32, .min_prob = 0.15f});
+    const auto& t = cal.tree(clinton);
+    EXPECT_EQ(t.tokens, (std::vector<int>{arrived, at, in, has, arrived, been, s_, security}));
+    EXPECT_EQ(t.parents, (std::vector<std::int32_t>{-1, 0, 0, -1, 3, 3, -1, 6}));
+    calibrated_source<int> small(context, preds, 3, {.max_depth = 2, .max_nodes = 3, .min_prob = 0.15f});
+    EXPECT_EQ(small.tree(clinton).tokens, (std::vector<int>{arrived, at, in}));
+    EXPECT_TRUE(cal.tree(been).empty());  // not in the context
+}
+
+TEST(Calibration, BadInput) {
+    const std::vector<int> context{clinton, s_};
+    std::vector<token_prediction<int>> preds(5, {filler, 0.1f});
+    EXPECT_THROW(calibrated_source<int>(context, preds, 3), frugal::invalid_argument);
+    preds.resize(6);
+    preds[2].prob = 1.5f;
+    EXPECT_THROW(calibrated_source<int>(context, preds, 3), frugal::invalid_argument);
+    EXPECT_THROW(calibrated_source<int>(context, preds, 0), frugal::invalid_argument);
+}
+}  // namespace calibration_cases
 
 }  // namespace
