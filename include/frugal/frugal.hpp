@@ -18,6 +18,7 @@
 // draft
 #include "frugal/draft/calibration.hpp"
 #include "frugal/draft/drafter.hpp"
+#include "frugal/draft/history.hpp"
 #include "frugal/draft/ngram.hpp"
 #include "frugal/draft/reuse.hpp"
 #include "frugal/draft/suffix_automaton.hpp"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -11,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <frugal/draft/drafter.hpp>
+#include <frugal/draft/history.hpp>
 #include <frugal/draft/calibration.hpp>
 #include <frugal/draft/ngram.hpp>
 #include <frugal/draft/reuse.hpp>
@@ -316,5 +319,129 @@ TEST(Calibration, BadInput) {
     EXPECT_THROW(calibrated_source<int>(context, preds, 0), frugal::invalid_argument);
 }
 }  // namespace calibration_cases
+
+// ---- history persistence -------------------------------------------------------------------
+
+namespace history_cases {
+using frugal::draft::history_store;
+
+std::vector<std::vector<int>> random_docs(std::uint32_t seed, std::size_t n) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> tok(0, 3), len(1, 30);
+    std::vector<std::vector<int>> docs(n);
+    for (auto& d : docs) {
+        const int l = len(rng);
+        for (int i = 0; i < l; ++i) d.push_back(tok(rng));
+    }
+    return docs;
+}
+
+// Occurrences of `p` inside the documents (never across them), by brute force.
+std::size_t count_in(const std::vector<std::vector<int>>& docs, const std::vector<int>& p) {
+    std::size_t n = 0;
+    for (const auto& d : docs)
+        for (std::size_t i = 0; i + p.size() <= d.size(); ++i)
+            n += std::equal(p.begin(), p.end(), d.begin() + std::ptrdiff_t(i));
+    return n;
+}
+
+void expect_holds(const history_store<int>& h, const std::vector<std::vector<int>>& docs) {
+    std::size_t total = 0;
+    for (const auto& d : docs) total += d.size();
+    ASSERT_EQ(h.size(), total);
+    ASSERT_EQ(h.documents(), docs.size());
+    const std::vector<std::vector<int>> patterns{{0}, {1, 2}, {3, 3}, {0, 1, 2}, {2, 2, 2, 2}, {1, 0, 3, 1}};
+    for (const auto& p : patterns) {
+        const auto s = h.automaton().find(p);
+        EXPECT_EQ(s == frugal::draft::no_state ? 0u : h.automaton().count(s), count_in(docs, p));
+    }
+}
+
+std::filesystem::path temp_file(const char* name) {
+    return std::filesystem::temp_directory_path() / (std::string("frugal_draft_") + name + "_" +
+                                                     std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+}
+
+TEST(History, SaveLoadRoundTrip) {
+    const auto docs = random_docs(3, 12);
+    history_store<int> h(10000);
+    for (const auto& d : docs) h.add(d);
+    expect_holds(h, docs);
+    const auto file = temp_file("roundtrip");
+    h.save(file);
+    const auto back = history_store<int>::load(file);
+    EXPECT_EQ(back.max_tokens(), 10000u);
+    expect_holds(back, docs);
+    history_store<int> empty(5);
+    empty.save(file);
+    EXPECT_EQ(history_store<int>::load(file).size(), 0u);
+    std::filesystem::remove(file);
+}
+
+TEST(History, EvictsOldestDocumentsFirst) {
+    const auto docs = random_docs(4, 40);
+    history_store<int> h(100);
+    std::vector<std::vector<int>> kept;
+    for (const auto& d : docs) {
+        h.add(d);
+        // The rule: when over the bound, drop the oldest until the rest fill <= 3/4 of it.
+        std::size_t total = d.size();
+        for (const auto& k : kept) total += k.size();
+        if (total > 100) {
+            std::size_t old = total - d.size();
+            const std::size_t keep_at_most = std::min<std::size_t>(100 - d.size(), 75);
+            while (old > keep_at_most) {
+                old -= kept.front().size();
+                kept.erase(kept.begin());
+            }
+        }
+        kept.push_back(d);
+        ASSERT_LE(h.size(), 100u);
+        expect_holds(h, kept);
+    }
+    std::vector<int> huge(250);
+    for (std::size_t i = 0; i < huge.size(); ++i) huge[i] = int(i % 7);
+    h.add(huge);
+    expect_holds(h, {std::vector<int>(huge.end() - 100, huge.end())});
+    EXPECT_THROW(history_store<int>(0), frugal::invalid_argument);
+}
+
+TEST(History, TruncatedOrCorruptFilesFailClearly) {
+    history_store<int> h(1000);
+    for (const auto& d : random_docs(5, 6)) h.add(d);
+    const auto file = temp_file("corrupt");
+    h.save(file);
+    std::ifstream in(file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    auto write = [&](const std::string& b) { std::ofstream(file, std::ios::binary | std::ios::trunc) << b; };
+    auto expect_error = [&](const char* needle) {
+        try {
+            (void)history_store<int>::load(file);
+            ADD_FAILURE() << "no error for " << needle;
+        } catch (const frugal::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+    };
+    for (std::size_t cut : {std::size_t{0}, std::size_t{5}, std::size_t{20}, std::size_t{50}, bytes.size() - 1}) {
+        write(bytes.substr(0, cut));
+        expect_error("truncated");
+    }
+    for (std::size_t at : {std::size_t{60}, bytes.size() / 2, bytes.size() - 12}) {  // a flipped token byte
+        std::string b = bytes;
+        b[at] = char(b[at] ^ 0x5a);
+        write(b);
+        expect_error("corrupt");
+    }
+    std::string b = bytes;
+    b[0] = 'X';
+    write(b);
+    expect_error("bad magic");
+    write(bytes);
+    EXPECT_THROW((void)history_store<std::int64_t>::load(file), frugal::runtime_error);  // another token type
+    std::filesystem::remove(file);
+    EXPECT_THROW((void)history_store<int>::load(file), frugal::runtime_error);  // missing
+}
+}  // namespace history_cases
 
 }  // namespace
