@@ -77,18 +77,15 @@ namespace frugal::testing {
 struct replay_stats {
     std::size_t records = 0, tokens = 0, steps = 0, drafted = 0, accepted = 0;
     std::vector<double> draft_us;       // one per step
-    double update_us = 0;               // time spent feeding tokens to the drafter
-    std::size_t update_tokens = 0;      // tokens fed
     [[nodiscard]] double mat() const { return steps ? double(tokens) / double(steps) : 0.0; }
     void merge(const replay_stats& o) {
         records += o.records, tokens += o.tokens, steps += o.steps, drafted += o.drafted, accepted += o.accepted;
         draft_us.insert(draft_us.end(), o.draft_us.begin(), o.draft_us.end());
-        update_us += o.update_us, update_tokens += o.update_tokens;
     }
 };
 
-/// Replays one record. `begin(prompt)` and `accept(tokens)` feed the drafter (timed as
-/// updates); `draft()` returns the step's draft as a draft_tree (a chain is a path).
+/// Replays one record. `begin(prompt)` and `accept(tokens)` feed the drafter; `draft()`
+/// returns the step's draft as a draft_tree (a chain is a path) and is timed.
 template <class Begin, class Draft, class Accept>
 replay_stats replay_record(const token_record& r, Begin&& begin, Draft&& draft, Accept&& accept) {
     using clock = std::chrono::steady_clock;
@@ -98,14 +95,11 @@ replay_stats replay_record(const token_record& r, Begin&& begin, Draft&& draft, 
     replay_stats s;
     s.records = 1;
     s.tokens = r.response.size();
-    auto t0 = clock::now();
     begin(std::span<const std::int32_t>(r.prompt));
-    s.update_us += us(t0, clock::now());
-    s.update_tokens += r.prompt.size();
     std::vector<std::int32_t> predictions;
     std::vector<std::size_t> depth;
     for (std::size_t pos = 0; pos < r.response.size();) {
-        t0 = clock::now();
+        const auto t0 = clock::now();
         const frugal::draft::draft_tree<std::int32_t>& tree = draft();
         s.draft_us.push_back(us(t0, clock::now()));
         // The model's greedy prediction after a node at depth d is response[pos + d]; past
@@ -123,10 +117,7 @@ replay_stats replay_record(const token_record& r, Begin&& begin, Draft&& draft, 
         ++s.steps;
         s.drafted += tree.size();
         s.accepted += v.accepted;
-        t0 = clock::now();
         accept(std::span<const std::int32_t>(r.response).subspan(pos, emitted));
-        s.update_us += us(t0, clock::now());
-        s.update_tokens += emitted;
         pos += emitted;
     }
     return s;

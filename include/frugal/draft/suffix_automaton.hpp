@@ -396,6 +396,8 @@ public:
 
 private:
     void normalize() noexcept {
+        if (seen_size_ == sam_->size()) return;  // no append since the last look: no split
+        seen_size_ = sam_->size();
         while (state_ != suffix_automaton<Token>::root && length_ <= sam_->length(sam_->link(state_)))
             state_ = sam_->link(state_);
     }
@@ -404,6 +406,7 @@ private:
     state_id state_ = suffix_automaton<Token>::root;
     std::uint32_t length_ = 0;
     std::uint32_t end_ = no_position;
+    std::size_t seen_size_ = 0;
 };
 
 }  // namespace frugal::draft
