@@ -15,6 +15,15 @@
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
 
+// draft
+#include "frugal/draft/calibration.hpp"
+#include "frugal/draft/drafter.hpp"
+#include "frugal/draft/history.hpp"
+#include "frugal/draft/ngram.hpp"
+#include "frugal/draft/reuse.hpp"
+#include "frugal/draft/suffix_automaton.hpp"
+#include "frugal/draft/verify.hpp"
+
 // cache
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/count_min_sketch.hpp"

@@ -1,0 +1,306 @@
+// `frugal-bench draft`: the offline speculative-decoding simulator of
+// ../shared/data/drafting/README.md. Each record's response is the model's greedy output;
+// every step drafts from the prompt plus the accepted tokens, accepts the longest matching
+// prefix (or tree path) plus one bonus token, and costs one verification pass. PLD (the
+// original find_candidate_pred_tokens) is the baseline measured in the same run.
+// `--scaling` times one draft step at growing context lengths (sam vs pld).
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <frugal/core/stats.hpp>
+#include <frugal/draft/drafter.hpp>
+#include <frugal/draft/history.hpp>
+#include <frugal/draft/ngram.hpp>
+#include <frugal/draft/suffix_automaton.hpp>
+
+#include "../../tests/draft/replay.hpp"  // the .tok reader and replay loop the tests also use
+#include "harness.hpp"
+
+namespace frugal::bench {
+namespace {
+
+using token = std::int32_t;
+using testing::token_record;
+using testing::replay_stats;
+
+// The generated workload (no --data): seeded, documented in docs/drafting.md. A shared
+// bank of 3000 phrases (3..12 Zipf-distributed tokens from a 32000 vocabulary) stands in
+// for recurring wording across requests; each prompt is phrases and free tokens; each
+// response copies prompt spans (category "copy": 50%, "chat": 15%), emits bank phrases
+// (30%) or free tokens.
+std::vector<token_record> generate_workload(std::size_t records, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<double> weights(32000);
+    for (std::size_t i = 0; i < weights.size(); ++i) weights[i] = 1.0 / double(i + 10);
+    std::discrete_distribution<token> zipf(weights.begin(), weights.end());
+    std::uniform_real_distribution<double> u(0, 1);
+    std::vector<std::vector<token>> bank(3000);
+    for (auto& phrase : bank) {
+        phrase.resize(3 + rng() % 10);
+        for (auto& t : phrase) t = zipf(rng);
+    }
+    std::vector<token_record> out(records);
+    for (std::size_t r = 0; r < records; ++r) {
+        auto& rec = out[r];
+        rec.id = std::to_string(r);
+        const bool copy = r % 2 == 0;
+        rec.category = copy ? "copy" : "chat";
+        rec.prompt.push_back(1);
+        const std::size_t prompt_len = copy ? 400 + rng() % 400 : 40 + rng() % 80;
+        while (rec.prompt.size() < prompt_len) {
+            if (u(rng) < 0.5) {
+                const auto& p = bank[rng() % bank.size()];
+                rec.prompt.insert(rec.prompt.end(), p.begin(), p.end());
+            } else {
+                rec.prompt.push_back(zipf(rng));
+            }
+        }
+        const std::size_t response_len = 60 + rng() % 200;
+        const double p_copy = copy ? 0.5 : 0.15;
+        while (rec.response.size() < response_len) {
+            const double x = u(rng);
+            if (x < p_copy) {
+                const std::size_t len = 4 + rng() % 20, start = rng() % (rec.prompt.size() - 1);
+                const std::size_t stop = std::min(rec.prompt.size(), start + len);
+                rec.response.insert(rec.response.end(), rec.prompt.begin() + std::ptrdiff_t(start),
+                                    rec.prompt.begin() + std::ptrdiff_t(stop));
+            } else if (x < p_copy + 0.3) {
+                const auto& p = bank[std::min<std::size_t>(bank.size() - 1, std::size_t(zipf(rng)))];
+                rec.response.insert(rec.response.end(), p.begin(), p.end());
+            } else {
+                rec.response.push_back(zipf(rng));
+            }
+        }
+    }
+    return out;
+}
+
+struct options {
+    std::string drafter = "all";
+    std::size_t max_draft = 10, tree_budget = 64;
+    bool history = true;
+};
+
+// Replays every record with one drafter; returns the totals per category ("all" first).
+std::map<std::string, replay_stats> simulate(const std::vector<token_record>& data, const std::string& kind,
+                                             const options& opt, std::size_t& history_bytes) {
+    draft::history_store<token> history(std::size_t{1} << 22);  // 4M tokens: never evicts on the bundled file
+    draft::drafter<token> sam({.max_draft = opt.max_draft, .tree_budget = opt.tree_budget},
+                              opt.history ? &history.automaton() : nullptr);
+    std::vector<token> context;
+    draft::draft_tree<token> tree;
+    auto chain_tree = [&](std::span<const token> chain) -> const draft::draft_tree<token>& {
+        tree.clear();
+        for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
+        return tree;
+    };
+    std::map<std::string, replay_stats> by_category;
+    for (const auto& rec : data) {
+        replay_stats s;
+        if (kind == "pld") {
+            s = testing::replay_record(
+                rec, [&](std::span<const token> p) { context.assign(p.begin(), p.end()); },
+                [&]() -> const draft::draft_tree<token>& {
+                    return chain_tree(draft::prompt_lookup_draft<token>(context, 3, opt.max_draft));
+                },
+                [&](std::span<const token> a) { context.insert(context.end(), a.begin(), a.end()); });
+        } else {
+            const bool as_tree = kind == "sam-tree";
+            s = testing::replay_record(
+                rec, [&](std::span<const token> p) { sam.begin(p); },
+                [&]() -> const draft::draft_tree<token>& { return as_tree ? sam.tree() : chain_tree(sam.chain()); },
+                [&](std::span<const token> a) { sam.accept(a); });
+            if (opt.history) history.add(rec.response);
+        }
+        by_category["all"].merge(s);
+        by_category[rec.category].merge(s);
+    }
+    history_bytes = kind != "pld" && opt.history ? history.automaton().memory_bytes() : 0;
+    return by_category;
+}
+
+// Amortized cost of feeding tokens to a drafter: every record's prompt and response (and,
+// with history, the response into the history), in process CPU time so that other
+// processes on a shared machine do not inflate it. PLD's update is a vector append.
+double update_us_per_token(const std::vector<token_record>& data, const std::string& kind, const options& opt) {
+    draft::history_store<token> history(std::size_t{1} << 22);
+    draft::drafter<token> sam({.max_draft = opt.max_draft}, opt.history ? &history.automaton() : nullptr);
+    std::vector<token> context;
+    std::size_t tokens = 0;
+    const std::clock_t start = std::clock();
+    for (const auto& rec : data) {
+        if (kind == "pld") {
+            context.assign(rec.prompt.begin(), rec.prompt.end());
+            context.insert(context.end(), rec.response.begin(), rec.response.end());
+        } else {
+            sam.begin(rec.prompt);
+            sam.accept(rec.response);
+            if (opt.history) history.add(rec.response);
+        }
+        tokens += rec.prompt.size() + rec.response.size() * (opt.history && kind != "pld" ? 2 : 1);
+    }
+    return 1e6 * double(std::clock() - start) / CLOCKS_PER_SEC / double(tokens);
+}
+
+std::vector<record> draft_records(const std::vector<token_record>& data, const options& opt) {
+    const std::vector<std::string> kinds =
+        opt.drafter == "all" ? std::vector<std::string>{"pld", "sam", "sam-tree"} : std::vector<std::string>{opt.drafter};
+    std::vector<record> all, per_category;
+    for (const auto& kind : kinds) {
+        std::size_t history_bytes = 0;
+        const auto stats = simulate(data, kind, opt, history_bytes);
+        const double update_us = update_us_per_token(data, kind, opt);
+        auto make = [&](const std::string& category, const replay_stats& s) {
+            return record{{"drafter", kind},
+                          {"category", category},
+                          {"records", s.records},
+                          {"mat", s.mat()},
+                          {"accept_rate", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
+                          {"drafted_per_step", double(s.drafted) / double(s.steps)},
+                          {"draft_us_p50", quantile(s.draft_us, 0.5)},
+                          {"draft_us_p99", quantile(s.draft_us, 0.99)},
+                          {"update_us_per_token", update_us},
+                          {"history_bytes", history_bytes}};
+        };
+        all.push_back(make("all", stats.at("all")));
+        for (const auto& [category, s] : stats)
+            if (category != "all") per_category.push_back(make(category, s));
+    }
+    all.insert(all.end(), per_category.begin(), per_category.end());
+    return all;
+}
+
+// Per-step draft latency at a context of `n` tokens: the generated workload's responses
+// concatenated into one long stream (so the context keeps repeating itself, as a long
+// conversation does), then `steps` single-token steps.
+std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std::size_t steps, std::size_t max_draft) {
+    std::vector<token> stream;
+    const std::size_t need = lengths.back() + steps;
+    for (std::uint32_t seed = 1; stream.size() < need; ++seed)
+        for (const auto& rec : generate_workload(64, seed)) {
+            stream.insert(stream.end(), rec.prompt.begin(), rec.prompt.end());
+            stream.insert(stream.end(), rec.response.begin(), rec.response.end());
+        }
+    std::vector<record> out;
+    using clock = std::chrono::steady_clock;
+    for (std::size_t n : lengths) {
+        const std::span<const token> prefix(stream.data(), n);
+        draft::drafter<token> sam({.max_draft = max_draft});
+        const std::clock_t build_start = std::clock();  // CPU time, as update_us_per_token above
+        sam.begin(prefix);
+        const double build_us = 1e6 * double(std::clock() - build_start) / CLOCKS_PER_SEC;
+        clock::time_point t0;
+        std::vector<double> sam_us, pld_us;
+        std::vector<token> context(prefix.begin(), prefix.end());
+        std::size_t sink = 0;
+        for (std::size_t i = 0; i < steps; ++i) {
+            t0 = clock::now();
+            sink += sam.chain().size();
+            sam_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+            sam.accept(stream[n + i]);
+            t0 = clock::now();
+            sink += draft::prompt_lookup_draft<token>(context, 3, max_draft).size();
+            pld_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+            context.push_back(stream[n + i]);
+        }
+        const double sam_p50 = quantile(sam_us, 0.5), pld_p50 = quantile(pld_us, 0.5);
+        out.push_back({{"drafter", "sam"}, {"context", n}, {"draft_us_p50", sam_p50},
+                       {"draft_us_p99", quantile(sam_us, 0.99)}, {"update_us_per_token", build_us / double(n)},
+                       {"pld_over_sam", pld_p50 / sam_p50}, {"drafted", sink}});
+        out.push_back({{"drafter", "pld"}, {"context", n}, {"draft_us_p50", pld_p50},
+                       {"draft_us_p99", quantile(pld_us, 0.99)}});
+    }
+    return out;
+}
+
+class draft_command final : public subcommand {
+public:
+    std::string name() const override { return "draft"; }
+    std::string summary() const override {
+        return "speculative drafting: suffix-automaton drafter vs Prompt Lookup Decoding (offline simulator)";
+    }
+    int report_order() const override { return 20; }
+    void configure(CLI::App& app) override {
+        app.add_option("--data", data_, "token file (.tok); default: a generated, seeded workload");
+        app.add_option("--drafter", opt_.drafter, "sam | sam-tree | pld | all")
+            ->check(CLI::IsMember({"sam", "sam-tree", "pld", "all"}))
+            ->capture_default_str();
+        app.add_option("--max-draft", opt_.max_draft, "K: longest draft")->check(CLI::PositiveNumber)->capture_default_str();
+        app.add_option("--tree-budget", opt_.tree_budget, "most tokens in a sam-tree draft")
+            ->check(CLI::PositiveNumber)
+            ->capture_default_str();
+        app.add_option("--history", history_, "on | off: draft also from earlier records' responses")
+            ->check(CLI::IsMember({"on", "off"}))
+            ->capture_default_str();
+        app.add_option("--records", records_, "generated workload size")->check(CLI::PositiveNumber)->capture_default_str();
+        app.add_option("--seed", seed_, "generated workload seed")->capture_default_str();
+        app.add_flag("--scaling", scaling_, "per-step draft latency at contexts of 1k..1M tokens, sam vs pld");
+    }
+    int run(result_sink& sink) override {
+        if (scaling_) {
+            for (auto& r : scaling_records({1000, 4000, 16000, 32000, 128000, 512000, 1000000}, 300, opt_.max_draft))
+                sink.add(std::move(r));
+            return 0;
+        }
+        opt_.history = history_ == "on";
+        const auto data = data_.empty() ? generate_workload(records_, seed_) : testing::read_tok_file(data_);
+        for (auto& r : draft_records(data, opt_)) sink.add(std::move(r));
+        return 0;
+    }
+    report_section report(const report_context& ctx) override {
+        report_section s;
+        s.title = "Drafting: suffix automaton vs Prompt Lookup Decoding";
+        const auto file = ctx.data_file("drafting/specbench_vicuna7b.tok");
+        std::vector<token_record> data;
+        if (file) {
+            data = testing::read_tok_file(*file, ctx.quick ? 40 : std::numeric_limits<std::size_t>::max());
+            s.data_source = "drafting/specbench_vicuna7b.tok (Spec-Bench prompts, greedy Vicuna-7B answers)" +
+                            std::string(ctx.quick ? ", first 40 records" : "");
+        } else {
+            data = generate_workload(ctx.quick ? 20 : 400, 1);
+            s.data_source = "generated workload (seed 1; see docs/drafting.md)";
+        }
+        s.notes =
+            "Offline simulator: greedy responses replayed; each step drafts from prompt + accepted tokens, "
+            "accepts the longest matching prefix (tree path) + 1 bonus token. MAT = response tokens / steps. "
+            "K = 10, tree budget 64, history on (earlier records' responses). "
+            "`frugal-bench draft --data FILE.tok --drafter all --max-draft 10 --tree-budget 64 --history on`; "
+            "scaling: `frugal-bench draft --scaling`.";
+        s.records = draft_records(data, {});
+        const std::vector<std::size_t> lengths = ctx.quick ? std::vector<std::size_t>{1000, 4000}
+                                                           : std::vector<std::size_t>{1000, 4000, 16000, 32000, 128000,
+                                                                                      512000, 1000000};
+        for (auto& r : scaling_records(lengths, ctx.quick ? 20 : 300, 10)) {
+            r["category"] = "scaling";
+            s.records.push_back(std::move(r));
+        }
+        s.columns = {"drafter", "category", "context", "records", "mat", "accept_rate", "drafted_per_step",
+                     "draft_us_p50", "draft_us_p99", "update_us_per_token", "history_bytes"};
+        s.plots.push_back({.file = "draft_mat.png", .title = "Mean accepted tokens per step (K = 10)",
+                           .x = "category", .y = "mat", .series = "drafter", .xlabel = "category",
+                           .ylabel = "MAT (tokens / verification)", .kind = "bar"});
+        s.plots.push_back({.file = "draft_scaling.png", .title = "Per-step draft latency vs context length",
+                           .x = "context", .y = "draft_us_p50", .series = "drafter", .xlabel = "context tokens",
+                           .ylabel = "draft us (p50)", .logx = true, .logy = true,
+                           .filter = {{"category", "scaling"}}});
+        return s;
+    }
+
+private:
+    std::string data_, history_ = "on";
+    options opt_;
+    std::size_t records_ = 400;
+    std::uint32_t seed_ = 1;
+    bool scaling_ = false;
+};
+
+FRUGAL_BENCH_COMMAND(draft_command);
+
+}  // namespace
+}  // namespace frugal::bench

@@ -1,0 +1,203 @@
+#pragma once
+/// @file
+/// The persistent history of past outputs (CoordGen's history similarity): a bounded
+/// suffix automaton over whole documents, saved to and loaded from a flat versioned file.
+
+#include <algorithm>
+#include <bit>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "frugal/core/error.hpp"
+#include "frugal/draft/suffix_automaton.hpp"
+
+namespace frugal::draft {
+
+/// Past outputs as documents of a suffix automaton, bounded to `max_tokens` tokens.
+///
+/// Eviction rule: documents leave oldest first (FIFO). When adding a document would
+/// exceed the bound, the oldest documents are dropped until the kept ones fill at most
+/// three quarters of it, and the automaton is rebuilt from them; the rebuild is linear in
+/// the kept tokens and happens at most once per bound/4 added tokens, so adding stays
+/// amortized O(1) per token. A document longer than the bound keeps only its last
+/// `max_tokens` tokens.
+///
+/// File format (version 1, native byte order, checked on load): the 8-byte magic
+/// `FRGLHIST`, then u32 version, u32 byte-order tag 0x01020304, u32 sizeof(Token), u32
+/// signedness, u64 max_tokens, u64 document count, u64 token count, the document start
+/// offsets (u64 each), the tokens (raw Token values), and a 64-bit FNV-1a checksum of
+/// everything before it. Only the tokens are stored (4 bytes a token for int32 against
+/// ~60 for the automaton); `load` rebuilds the automaton in linear time. A missing,
+/// truncated or corrupted file throws `frugal::runtime_error` naming the problem.
+/// @code
+/// frugal::draft::history_store<int> history(1 << 20);
+/// history.add(response);                        // after each request
+/// history.save("history.bin");
+/// auto restored = frugal::draft::history_store<int>::load("history.bin");
+/// frugal::draft::drafter<int> d({}, &restored.automaton());
+/// @endcode
+template <std::integral Token>
+class history_store {
+public:
+    /// An empty history holding at most `max_tokens` tokens.
+    explicit history_store(std::size_t max_tokens) : max_tokens_(max_tokens) {
+        FRUGAL_CHECK(max_tokens >= 1 && max_tokens <= suffix_automaton<Token>::max_tokens,
+                     "history_store: max_tokens = ", max_tokens, " must be in [1, ",
+                     suffix_automaton<Token>::max_tokens, "]");
+    }
+
+    /// Adds one finished output as a document, evicting the oldest documents when needed.
+    void add(std::span<const Token> document) {
+        if (document.empty()) return;
+        if (document.size() > max_tokens_) document = document.last(max_tokens_);
+        if (sam_.size() + document.size() > max_tokens_) evict(document.size());
+        sam_.begin_document();
+        sam_.append(document);
+    }
+
+    /// The automaton to draft from (valid until the next add / eviction).
+    [[nodiscard]] const suffix_automaton<Token>& automaton() const noexcept { return sam_; }
+    /// Tokens held.
+    [[nodiscard]] std::size_t size() const noexcept { return sam_.size(); }
+    /// The bound.
+    [[nodiscard]] std::size_t max_tokens() const noexcept { return max_tokens_; }
+    /// Number of documents held.
+    [[nodiscard]] std::size_t documents() const noexcept {
+        return sam_.size() == 0 ? 0 : sam_.document_starts().size();
+    }
+
+    /// Writes the history to `path` (format above); I/O failures throw frugal::runtime_error.
+    void save(const std::filesystem::path& path) const {
+        std::vector<unsigned char> bytes;
+        put(bytes, magic, sizeof magic);
+        const std::uint32_t head[4] = {version, byte_order, sizeof(Token), std::is_signed_v<Token> ? 1u : 0u};
+        put(bytes, head, sizeof head);
+        const auto starts = sam_.document_starts();
+        const std::uint64_t sizes[3] = {max_tokens_, documents(), sam_.size()};
+        put(bytes, sizes, sizeof sizes);
+        for (std::size_t d = 0; d < documents(); ++d) {
+            const std::uint64_t s = starts[d];
+            put(bytes, &s, sizeof s);
+        }
+        put(bytes, sam_.text().data(), sam_.text().size_bytes());
+        const std::uint64_t sum = fnv1a(bytes);
+        put(bytes, &sum, sizeof sum);
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        if (!out) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", path.string(), " for writing");
+        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        if (!out) FRUGAL_FAIL(frugal::runtime_error, "history: write to ", path.string(), " failed");
+    }
+
+    /// Reads a history written by `save`; a missing, truncated or corrupted file, or one
+    /// written for another token type, throws frugal::runtime_error.
+    [[nodiscard]] static history_store load(const std::filesystem::path& path) {
+        std::ifstream in(path, std::ios::binary);
+        if (!in) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", path.string());
+        const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string name = path.string();
+        std::size_t at = 0;
+        auto take = [&](void* dst, std::size_t n, const char* what) {
+            if (bytes.size() - at < n)
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: ", what, " needs ", n,
+                            " bytes at offset ", at, ", the file has ", bytes.size());
+            std::memcpy(dst, bytes.data() + at, n);
+            at += n;
+        };
+        char m[sizeof magic];
+        take(m, sizeof m, "the magic");
+        if (std::memcmp(m, magic, sizeof magic) != 0)
+            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is not a frugal history (bad magic)");
+        std::uint32_t head[4];
+        take(head, sizeof head, "the header");
+        if (head[0] != version)
+            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " has version ", head[0], ", expected ", version);
+        if (head[1] != byte_order)
+            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " was written with another byte order");
+        if (head[2] != sizeof(Token) || head[3] != (std::is_signed_v<Token> ? 1u : 0u))
+            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " holds ", head[2] * 8, "-bit ",
+                        head[3] ? "signed" : "unsigned", " tokens, not this token type");
+        std::uint64_t sizes[3];
+        take(sizes, sizeof sizes, "the sizes");
+        const auto [max_tokens, docs, tokens] = sizes;
+        if (max_tokens < 1 || max_tokens > suffix_automaton<Token>::max_tokens || tokens > max_tokens ||
+            docs > tokens || (tokens > 0 && docs == 0))
+            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: ", docs, " documents, ", tokens,
+                        " tokens, bound ", max_tokens);
+        const std::uint64_t need = at + docs * 8 + tokens * sizeof(Token) + 8;
+        if (bytes.size() != need)
+            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is ",
+                        bytes.size() < need ? "truncated" : "corrupt", ": ", bytes.size(), " bytes, expected ", need);
+        std::uint64_t stored = 0;
+        std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
+        if (stored != fnv1a(std::span(bytes).first(bytes.size() - 8)))
+            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: checksum mismatch");
+        std::vector<std::uint64_t> starts(docs);
+        take(starts.data(), docs * 8, "the document offsets");
+        std::vector<Token> text(tokens);
+        take(text.data(), tokens * sizeof(Token), "the tokens");
+        for (std::uint64_t d = 0; d < docs; ++d) {
+            const std::uint64_t stop = d + 1 < docs ? starts[d + 1] : tokens;
+            if (starts[d] >= stop || stop > tokens || (d == 0 && starts[0] != 0))
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: document ", d,
+                            " spans [", starts[d], ", ", stop, ")");
+        }
+        history_store h(max_tokens);
+        h.sam_.reserve(tokens);
+        for (std::uint64_t d = 0; d < docs; ++d) {
+            const std::uint64_t stop = d + 1 < docs ? starts[d + 1] : tokens;
+            h.sam_.begin_document();
+            h.sam_.append(std::span<const Token>(text).subspan(starts[d], stop - starts[d]));
+        }
+        return h;
+    }
+
+private:
+    static constexpr char magic[8] = {'F', 'R', 'G', 'L', 'H', 'I', 'S', 'T'};
+    static constexpr std::uint32_t version = 1;
+    static constexpr std::uint32_t byte_order = 0x01020304;
+
+    static void put(std::vector<unsigned char>& out, const void* src, std::size_t n) {
+        const auto* p = static_cast<const unsigned char*>(src);
+        out.insert(out.end(), p, p + n);
+    }
+    // FNV-1a, 64-bit: a few lines, enough to detect corruption (not tampering).
+    static std::uint64_t fnv1a(std::span<const unsigned char> bytes) noexcept {
+        std::uint64_t h = 0xcbf29ce484222325ull;
+        for (unsigned char b : bytes) h = (h ^ b) * 0x100000001b3ull;
+        return h;
+    }
+
+    void evict(std::size_t incoming) {
+        const auto starts = sam_.document_starts();
+        const auto text = sam_.text();
+        const std::size_t target = max_tokens_ - std::min(max_tokens_, incoming);
+        const std::size_t keep_at_most = std::min(target, max_tokens_ / 4 * 3);
+        std::size_t first = 0;  // first kept document
+        while (first < starts.size() && text.size() - starts[first] > keep_at_most) ++first;
+        std::vector<std::vector<Token>> kept;
+        for (std::size_t d = first; d < starts.size(); ++d) {
+            const std::size_t stop = d + 1 < starts.size() ? starts[d + 1] : text.size();
+            kept.emplace_back(text.begin() + static_cast<std::ptrdiff_t>(starts[d]),
+                              text.begin() + static_cast<std::ptrdiff_t>(stop));
+        }
+        sam_.clear();
+        for (const auto& doc : kept) {
+            sam_.begin_document();
+            sam_.append(std::span<const Token>(doc));
+        }
+    }
+
+    std::size_t max_tokens_;
+    suffix_automaton<Token> sam_;
+};
+
+}  // namespace frugal::draft

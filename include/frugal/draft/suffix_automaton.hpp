@@ -1,0 +1,412 @@
+#pragma once
+/// @file
+/// An online suffix automaton over any integral token type (CoordGen 4.1, SAM-Decoding),
+/// with per-state occurrence counts and first/last end positions kept exact as tokens
+/// arrive, and a matcher that tracks the longest suffix match across decode steps.
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <boost/container/flat_map.hpp>
+#include <boost/container/small_vector.hpp>
+
+#include "frugal/core/assert.hpp"
+#include "frugal/core/error.hpp"
+
+namespace frugal::draft {
+
+/// Index of a state in a suffix_automaton.
+using state_id = std::uint32_t;
+/// Sentinel for "no state" (the root's suffix link, a missing transition).
+inline constexpr state_id no_state = std::numeric_limits<state_id>::max();
+/// Sentinel for "no position" (the root's end positions).
+inline constexpr std::uint32_t no_position = std::numeric_limits<std::uint32_t>::max();
+
+/// The suffix automaton (Blumer et al.) of a growing token sequence, built online.
+///
+/// Every distinct substring of the text is a path from the root; the state it ends in
+/// records `length` (its longest string), the suffix `link`, and exact endpos statistics:
+/// `count` (occurrences), `first_end` and `last_end` (index of the last token of the
+/// earliest and of the most recent occurrence), so a drafter can pick the earliest, the
+/// most recent or the most frequent continuation (CoordGen 4.1; SAM-Decoding).
+///
+/// The text may be split into documents (`begin_document()`, a generalized automaton):
+/// no substring crosses a boundary. Transitions are a flat sorted map stored inline for up
+/// to two edges (Boost.Container), so a state is one allocation-free record in the common
+/// case.
+///
+/// Complexity: the automaton itself is amortized O(1) per `append` (at most 2n states,
+/// 3n transitions). Keeping `count` and `last_end` exact online means adding the new end
+/// position to every state on the suffix-link path of the new prefix: O(d) per append,
+/// where d is the number of distinct endpos classes among the text's suffixes, which is
+/// at most one more than the longest suffix of the text that occurred before. On natural
+/// text d is a small constant (measured by `frugal-bench draft`); on periodic text of
+/// period p it grows as n / p, so O(n^2 / p) total in the worst case.
+/// @code
+/// frugal::draft::suffix_automaton<int> sam;
+/// sam.append(std::vector<int>{5, 7, 5, 7, 9});
+/// auto s = sam.find(std::vector<int>{5, 7});   // state of "5 7"
+/// assert(sam.count(s) == 2 && sam.first_end(s) == 1 && sam.last_end(s) == 3);
+/// @endcode
+template <std::integral Token>
+class suffix_automaton {
+public:
+    using token_type = Token;
+    /// Transition map of one state: token -> target, sorted, two edges inline.
+    using transition_map =
+        boost::container::flat_map<Token, state_id, std::less<Token>,
+                                   boost::container::small_vector<std::pair<Token, state_id>, 2>>;
+
+    /// The root state (the empty string).
+    static constexpr state_id root = 0;
+
+    /// An empty automaton holding one document.
+    suffix_automaton() { clear(); }
+
+    /// Removes every token and state.
+    void clear() {
+        meta_.clear();
+        next_.clear();
+        text_.clear();
+        documents_.assign(1, 0);
+        for (Token t : root_tokens_) root_dense_[static_cast<std::size_t>(t)] = no_state;
+        root_tokens_.clear();
+        meta_.push_back(node{});
+        next_.emplace_back();
+        last_ = root;
+        repeat_ = root;
+        repeat_end_ = no_position;
+    }
+
+    /// Reserves room for `tokens` tokens (2 * tokens states).
+    void reserve(std::size_t tokens) {
+        text_.reserve(tokens);
+        meta_.reserve(2 * tokens + 1);
+        next_.reserve(2 * tokens + 1);
+    }
+
+    /// Starts a new document: later substrings never span the boundary.
+    /// @code
+    /// sam.append(first_response); sam.begin_document(); sam.append(second_response);
+    /// @endcode
+    void begin_document() {
+        if (documents_.back() != text_.size()) documents_.push_back(static_cast<std::uint32_t>(text_.size()));
+        last_ = root;
+        repeat_ = root;
+        repeat_end_ = no_position;
+    }
+
+    /// Appends one token; amortized O(1) plus the endpos update described above.
+    /// @code
+    /// for (int t : accepted) sam.append(t);
+    /// @endcode
+    void append(Token token) {
+        FRUGAL_CHECK_AS(frugal::out_of_range, text_.size() < max_tokens,
+                        "suffix_automaton: text would exceed ", max_tokens, " tokens");
+        const auto pos = static_cast<std::uint32_t>(text_.size());
+        text_.push_back(token);
+        state_id p = last_;
+        state_id cur;
+        state_id q = next(p, token);
+        if (q != no_state) {
+            // Generalized automaton: the string already occurs in an earlier document.
+            cur = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
+            repeat_ = cur;
+        } else {
+            cur = new_state(meta_[p].length + 1, pos);
+            while (p != no_state && (q = next(p, token)) == no_state) {
+                add_transition(p, token, cur);
+                p = meta_[p].link;
+            }
+            if (p == no_state) {
+                meta_[cur].link = root;
+            } else {
+                meta_[cur].link = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
+            }
+            repeat_ = meta_[cur].link;
+        }
+        repeat_end_ = repeat_ == root ? no_position : meta_[repeat_].last_end;  // before the walk below adds this position
+        last_ = cur;
+        for (state_id s = cur; s != no_state; s = meta_[s].link) {
+            ++meta_[s].count;
+            meta_[s].last_end = pos;
+        }
+    }
+
+    /// Appends every token of `tokens` in order.
+    void append(std::span<const Token> tokens) {
+        for (Token t : tokens) append(t);
+    }
+
+    /// Target of the transition from `s` by `token`, or `no_state`.
+    [[nodiscard]] state_id next(state_id s, Token token) const noexcept {
+        FRUGAL_ASSERT(s < meta_.size());
+        if (s == root && dense(token)) {
+            const auto i = static_cast<std::size_t>(token);
+            return i < root_dense_.size() ? root_dense_[i] : no_state;
+        }
+        const auto& map = next_[s];
+        const auto it = map.find(token);
+        return it == map.end() ? no_state : it->second;
+    }
+
+    /// The state of `pattern`, or `no_state` when it does not occur.
+    [[nodiscard]] state_id find(std::span<const Token> pattern) const noexcept {
+        state_id s = root;
+        for (Token t : pattern) {
+            s = next(s, t);
+            if (s == no_state) return no_state;
+        }
+        return s;
+    }
+
+    /// Length of the longest string of state `s`.
+    [[nodiscard]] std::uint32_t length(state_id s) const { return at(s).length; }
+    /// Suffix link of `s` (`no_state` for the root).
+    [[nodiscard]] state_id link(state_id s) const { return at(s).link; }
+    /// Number of occurrences (end positions) of the strings of `s`; the root counts every token.
+    [[nodiscard]] std::uint32_t count(state_id s) const { return at(s).count; }
+    /// Index of the last token of the earliest occurrence (`no_position` for the root).
+    [[nodiscard]] std::uint32_t first_end(state_id s) const { return at(s).first_end; }
+    /// Index of the last token of the most recent occurrence (`no_position` for an empty root).
+    [[nodiscard]] std::uint32_t last_end(state_id s) const { return at(s).last_end; }
+    /// Calls `fn(token, target)` for every outgoing transition of `s` (sorted by token,
+    /// except the root's, which come in order of first appearance).
+    /// @code
+    /// sam.for_each_transition(s, [&](int token, auto target) { total += sam.count(target); });
+    /// @endcode
+    template <class Fn>
+    void for_each_transition(state_id s, Fn&& fn) const {
+        if (s == root)
+            for (Token t : root_tokens_) fn(t, root_dense_[static_cast<std::size_t>(t)]);
+        for (const auto& [t, target] : transition_map_of(s)) fn(t, target);
+    }
+    /// Number of outgoing transitions of `s`.
+    [[nodiscard]] std::size_t transition_count(state_id s) const {
+        return transition_map_of(s).size() + (s == root ? root_tokens_.size() : 0);
+    }
+
+    /// The longest suffix of the current document that also ends earlier (the suffix link
+    /// of the newest prefix): its state, length (0: none) and the end of its most recent
+    /// earlier occurrence (`no_position`: none). This is the self-match a context drafter
+    /// needs, computed by `append` at no extra cost.
+    /// @code
+    /// sam.append(t);
+    /// if (sam.repeat_length() > 0) draft = sam.continuation(sam.repeat_end(), k);
+    /// @endcode
+    [[nodiscard]] state_id repeat_state() const noexcept { return repeat_; }
+    [[nodiscard]] std::uint32_t repeat_length() const noexcept { return meta_[repeat_].length; }
+    [[nodiscard]] std::uint32_t repeat_end() const noexcept { return repeat_end_; }
+
+    /// The state of the whole current document (the longest prefix state).
+    [[nodiscard]] state_id last() const noexcept { return last_; }
+    /// Number of states, root included.
+    [[nodiscard]] std::size_t state_count() const noexcept { return meta_.size(); }
+    /// Number of tokens appended.
+    [[nodiscard]] std::size_t size() const noexcept { return text_.size(); }
+    /// Every token appended, in order (documents concatenated).
+    [[nodiscard]] std::span<const Token> text() const noexcept { return text_; }
+    /// Start offset of each document in `text()`.
+    [[nodiscard]] std::span<const std::uint32_t> document_starts() const noexcept { return documents_; }
+
+    /// The tokens that follow an occurrence ending at `end`, up to `max_tokens` of them and
+    /// never past the end of that occurrence's document.
+    /// @code
+    /// auto draft = sam.continuation(sam.first_end(s), 10);
+    /// @endcode
+    [[nodiscard]] std::span<const Token> continuation(std::uint32_t end, std::size_t max_tokens) const {
+        FRUGAL_CHECK_AS(frugal::out_of_range, end < text_.size(), "suffix_automaton: end position ", end,
+                        " >= text size ", text_.size());
+        const auto next_doc = std::upper_bound(documents_.begin(), documents_.end(), end);
+        const std::size_t stop = next_doc == documents_.end() ? text_.size() : *next_doc;
+        const std::size_t n = std::min(max_tokens, stop - end - 1);
+        return std::span<const Token>(text_).subspan(end + 1, n);
+    }
+
+    /// Approximate heap bytes held (states, transitions spilled to the heap, text).
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        std::size_t bytes = meta_.capacity() * sizeof(node) + next_.capacity() * sizeof(transition_map) +
+                            text_.capacity() * sizeof(Token) +
+                            documents_.capacity() * sizeof(std::uint32_t) +
+                            root_dense_.capacity() * sizeof(state_id) + root_tokens_.capacity() * sizeof(Token);
+        for (const transition_map& m : next_)
+            if (m.capacity() > 2) bytes += m.capacity() * sizeof(std::pair<Token, state_id>);
+        return bytes;
+    }
+
+    /// Largest number of tokens an automaton can hold (state ids are 32-bit).
+    static constexpr std::size_t max_tokens = (std::numeric_limits<state_id>::max() - 2) / 2;
+
+private:
+    // Per-state scalars, kept apart from the transition maps so the suffix-link walks of
+    // append() and of the matcher touch 20 bytes per state.
+    struct node {
+        std::uint32_t length = 0;
+        state_id link = no_state;
+        std::uint32_t count = 0;
+        std::uint32_t first_end = no_position;
+        std::uint32_t last_end = no_position;
+    };
+
+    // The root's transitions are the whole vocabulary; a sorted array would make each new
+    // token an O(vocabulary) insertion, so tokens in [0, dense_limit) index a dense table.
+    static constexpr std::uint64_t dense_limit = std::uint64_t{1} << 20;
+    static constexpr bool dense(Token token) noexcept {
+        if constexpr (std::signed_integral<Token>) {
+            if (token < 0) return false;
+        }
+        return static_cast<std::uint64_t>(token) < dense_limit;
+    }
+    void add_transition(state_id s, Token token, state_id target) {
+        if (s == root && dense(token)) {
+            const auto i = static_cast<std::size_t>(token);
+            if (i >= root_dense_.size()) root_dense_.resize(std::max<std::size_t>(i + 1, 2 * root_dense_.size()), no_state);
+            root_dense_[i] = target;
+            root_tokens_.push_back(token);
+            return;
+        }
+        next_[s].emplace(token, target);
+    }
+    void set_transition(state_id s, Token token, state_id target) {
+        if (s == root && dense(token)) {
+            root_dense_[static_cast<std::size_t>(token)] = target;
+            return;
+        }
+        next_[s].find(token)->second = target;
+    }
+
+    const node& at(state_id s) const {
+        FRUGAL_CHECK_AS(frugal::out_of_range, s < meta_.size(), "suffix_automaton: state ", s,
+                        " >= state count ", meta_.size());
+        return meta_[s];
+    }
+
+    const transition_map& transition_map_of(state_id s) const {
+        (void)at(s);
+        return next_[s];
+    }
+
+    state_id new_state(std::uint32_t length, std::uint32_t end) {
+        node n;
+        n.length = length;
+        n.first_end = end;
+        n.last_end = end;
+        meta_.push_back(n);
+        next_.emplace_back();
+        return static_cast<state_id>(meta_.size() - 1);
+    }
+
+    // Splits q so that the strings of length <= length(p) + 1 move to a clone; redirects
+    // p's suffix path to the clone. The clone inherits q's endpos (the caller's walk adds
+    // the new position).
+    state_id split(state_id p, state_id q, Token token) {
+        const state_id clone = static_cast<state_id>(meta_.size());
+        node copy = meta_[q];
+        copy.length = meta_[p].length + 1;
+        meta_.push_back(copy);
+        next_.push_back(next_[q]);
+        while (p != no_state && next(p, token) == q) {
+            set_transition(p, token, clone);
+            p = meta_[p].link;
+        }
+        meta_[q].link = clone;
+        return clone;
+    }
+
+    std::vector<node> meta_;
+    std::vector<transition_map> next_;
+    std::vector<Token> text_;
+    std::vector<std::uint32_t> documents_;
+    std::vector<state_id> root_dense_;  // root transitions of tokens in [0, dense_limit)
+    std::vector<Token> root_tokens_;    // the tokens with a dense root transition, in arrival order
+    state_id last_ = root;
+    state_id repeat_ = root;
+    std::uint32_t repeat_end_ = no_position;
+};
+
+/// The longest suffix of a token stream that occurs in an automaton, carried across steps.
+///
+/// Advance it by accepted tokens only (never by rejected draft tokens). To match a
+/// sequence against earlier parts of itself (the per-request context), advance the matcher
+/// with a token *before* appending that token to the automaton: the match is then the
+/// longest suffix with an earlier occurrence, and `last_end()` is that earlier occurrence.
+/// The matcher stays valid while the automaton grows (states split by later appends are
+/// followed through their suffix links).
+/// @code
+/// frugal::draft::suffix_matcher<int> m(sam);
+/// for (int t : accepted) { m.advance(t); sam.append(t); }
+/// auto draft = sam.continuation(m.last_end(), 8);
+/// @endcode
+template <std::integral Token>
+class suffix_matcher {
+public:
+    /// A matcher at the empty match over `automaton` (which must outlive it).
+    explicit suffix_matcher(const suffix_automaton<Token>& automaton) noexcept : sam_(&automaton) {}
+
+    /// Extends the match by `token`, shortening it through suffix links when needed.
+    void advance(Token token) noexcept {
+        normalize();
+        while (true) {
+            if (const state_id n = sam_->next(state_, token); n != no_state) {
+                state_ = n;
+                ++length_;
+                end_ = sam_->last_end(n);
+                return;
+            }
+            if (state_ == suffix_automaton<Token>::root) {
+                length_ = 0;
+                end_ = no_position;
+                return;
+            }
+            state_ = sam_->link(state_);
+            length_ = sam_->length(state_);
+        }
+    }
+
+    /// Extends the match by each token in order.
+    void advance(std::span<const Token> tokens) noexcept {
+        for (Token t : tokens) advance(t);
+    }
+
+    /// Back to the empty match.
+    void reset() noexcept {
+        state_ = suffix_automaton<Token>::root;
+        length_ = 0;
+        end_ = no_position;
+    }
+
+    /// The state holding the matched suffix (after any splits since the last advance).
+    [[nodiscard]] state_id state() noexcept {
+        normalize();
+        return state_;
+    }
+    /// Length of the matched suffix (0: no match).
+    [[nodiscard]] std::uint32_t length() const noexcept { return length_; }
+    /// End position of the most recent occurrence of the match at the time it was made
+    /// (`no_position` when there is no match).
+    [[nodiscard]] std::uint32_t last_end() const noexcept { return end_; }
+    /// The automaton matched against.
+    [[nodiscard]] const suffix_automaton<Token>& automaton() const noexcept { return *sam_; }
+
+private:
+    void normalize() noexcept {
+        if (seen_size_ == sam_->size()) return;  // no append since the last look: no split
+        seen_size_ = sam_->size();
+        while (state_ != suffix_automaton<Token>::root && length_ <= sam_->length(sam_->link(state_)))
+            state_ = sam_->link(state_);
+    }
+
+    const suffix_automaton<Token>* sam_;
+    state_id state_ = suffix_automaton<Token>::root;
+    std::uint32_t length_ = 0;
+    std::uint32_t end_ = no_position;
+    std::size_t seen_size_ = 0;
+};
+
+}  // namespace frugal::draft
