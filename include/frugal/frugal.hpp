@@ -14,3 +14,9 @@
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
+
+// prune
+#include "frugal/prune/cluster_pruner.hpp"
+#include "frugal/prune/dispersion.hpp"
+#include "frugal/prune/kmeans1d.hpp"
+#include "frugal/prune/progressive_selection.hpp"
