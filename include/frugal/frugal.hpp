@@ -16,7 +16,10 @@
 #include "frugal/core/version.hpp"
 
 // prune
+#include "frugal/prune/calibrate.hpp"
 #include "frugal/prune/cluster_pruner.hpp"
 #include "frugal/prune/dispersion.hpp"
 #include "frugal/prune/kmeans1d.hpp"
 #include "frugal/prune/progressive_selection.hpp"
+#include "frugal/prune/synthetic_trajectories.hpp"
+#include "frugal/prune/trajectory.hpp"

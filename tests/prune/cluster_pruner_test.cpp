@@ -119,6 +119,38 @@ TEST(ClusterPruner, TerminatesWhenBoundaryClusterFillsTheSlots) {
     EXPECT_EQ(all.selected, 2u);
 }
 
+TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
+    // one evenly spread group (BIC keeps it whole): nothing is routed by clusters, but the
+    // top three stay the same; with patience 2 the third triggered decision terminates.
+    const std::vector<float> s = {0.30f, 0.45f, 0.35f, 0.50f, 0.40f, 0.55f};
+    frugal::cluster_pruner pruner({.threshold = 0.1, .patience = 2});
+    frugal::progressive_selection sel(pruner, 6, 3);
+    auto step = sel.observe(s);
+    EXPECT_TRUE(step.triggered);
+    EXPECT_EQ(step.deferred, 6u);
+    step = sel.observe(s);
+    EXPECT_FALSE(step.done);
+    std::vector<float> moved = s;
+    moved[0] = 0.31f;  // scores move, the top three (ids 1, 3, 5) do not
+    step = sel.observe(moved);
+    EXPECT_TRUE(step.done);
+    auto top = sel.finish({});
+    std::sort(top.begin(), top.end());
+    EXPECT_EQ(top, (std::vector<std::size_t>{1, 3, 5}));
+    // a change of the top set restarts the count; patience 0 never uses stability
+    frugal::cluster_pruner paper({.threshold = 0.1, .patience = 0});
+    std::vector<route> routes(6);
+    for (int i = 0; i < 5; ++i) EXPECT_FALSE(paper.decide(s, 3, routes).done);
+    frugal::cluster_pruner restart({.threshold = 0.1, .patience = 2});
+    std::vector<float> swapped = s;
+    std::swap(swapped[0], swapped[5]);
+    EXPECT_FALSE(restart.decide(s, 3, routes).done);
+    EXPECT_FALSE(restart.decide(s, 3, routes).done);
+    EXPECT_FALSE(restart.decide(swapped, 3, routes).done);
+    EXPECT_FALSE(restart.decide(swapped, 3, routes).done);
+    EXPECT_TRUE(restart.decide(swapped, 3, routes).done);
+}
+
 TEST(ClusterPruner, RejectsBadInput) {
     EXPECT_THROW(frugal::cluster_pruner({.threshold = -0.1}), frugal::invalid_argument);
     EXPECT_THROW(frugal::cluster_pruner({.threshold = std::numeric_limits<double>::quiet_NaN()}),

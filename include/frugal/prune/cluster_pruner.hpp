@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <span>
 #include <vector>
 
@@ -94,6 +95,14 @@ struct cluster_pruner_options {
     /// (capped at the pool size).
     std::size_t clusters = 0;
     std::size_t max_clusters = 6;
+    /// 0: GRATING's rule exactly. p > 0 (default 3): frugal's rank-stability extension, for boundary clusters
+    /// that never split (candidates around the K-th that stay one group): when the trigger
+    /// has fired on p + 1 consecutive decisions over the same active candidates (nothing
+    /// routed in between) and the set of the top open-slots candidates stayed the same, that
+    /// set is selected, the rest dropped, and the selection terminates. The pruner then
+    /// keeps per-query state: use one pruner per query, or call reset() between queries
+    /// (progressive_selection does).
+    std::size_t patience = 3;
 };
 
 /// GRATING's progressive cluster pruning policy (section 4.1). When the dispersion of the
@@ -102,8 +111,9 @@ struct cluster_pruner_options {
 /// active candidate, K = open slots): clusters above it are selected, clusters below are
 /// dropped, the boundary cluster is deferred. If selected + deferred equals the open slots,
 /// the step is terminal (all of them selected). In `ranking_mode::exact` nothing is
-/// selected; clusters above the boundary keep computing. Keeps its k-means buffers:
-/// repeated decisions on pools of one size allocate nothing.
+/// selected; clusters above the boundary keep computing. With `patience` > 0 (the default)
+/// it also ends a boundary group whose top set has stopped changing (see the option).
+/// Keeps its k-means buffers: repeated decisions on pools of one size allocate nothing.
 /// @code
 /// frugal::cluster_pruner pruner({.threshold = 0.3});
 /// std::vector<frugal::route> routes(scores.size());
@@ -131,7 +141,9 @@ public:
             return step;
         }
         step.dispersion = dispersion(scores, options_.measure);
-        if (!(step.dispersion > options_.threshold)) return step;
+        const bool fired = step.dispersion > options_.threshold;
+        if (options_.patience > 0 && track_stability(scores, open_slots, fired, routes, step)) return step;
+        if (!fired) return step;
         step.triggered = true;
         const std::size_t k_max = options_.clusters > 0 ? options_.clusters : options_.max_clusters;
         km_.fit(scores, k_max);
@@ -152,13 +164,51 @@ public:
         }
         step.deferred = n - step.dropped - step.selected;
         detail::finish_step(step, open_slots, routes, options_.mode);
+        if (step.selected + step.dropped > 0) stable_ = 0;  // the next pool differs
         return step;
     }
 
+    /// Forgets the rank-stability state (see `patience`) before a new query.
+    void reset() noexcept {
+        stable_ = 0;
+        previous_top_.clear();
+    }
+
 private:
+    /// Rank-stability bookkeeping; true when it terminated the selection (routes written).
+    bool track_stability(std::span<const float> scores, std::size_t open_slots, bool fired, std::span<route> routes,
+                         prune_step& step) {
+        const std::size_t n = scores.size();
+        rank_.resize(n);
+        std::iota(rank_.begin(), rank_.end(), std::size_t{0});
+        std::nth_element(rank_.begin(), rank_.begin() + static_cast<std::ptrdiff_t>(open_slots - 1), rank_.end(),
+                         [&](std::size_t a, std::size_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); });
+        top_.assign(n, 0);
+        for (std::size_t i = 0; i < open_slots; ++i) top_[rank_[i]] = 1;
+        const bool same_pool = previous_top_.size() == n && previous_open_ == open_slots;
+        stable_ = fired && same_pool && top_ == previous_top_ ? stable_ + 1 : (fired ? 1 : 0);
+        previous_top_ = top_;
+        previous_open_ = open_slots;
+        if (stable_ <= options_.patience) return false;
+        for (std::size_t i = 0; i < n; ++i) {
+            const bool in = top_[i] != 0;
+            routes[i] = in ? (options_.mode == ranking_mode::top_k ? route::selected : route::deferred) : route::dropped;
+        }
+        step.triggered = true;
+        step.dropped = n - open_slots;
+        step.selected = options_.mode == ranking_mode::top_k ? open_slots : 0;
+        step.deferred = n - step.dropped - step.selected;
+        step.done = options_.mode == ranking_mode::top_k;
+        stable_ = 0;
+        return true;
+    }
+
     cluster_pruner_options options_;
     kmeans1d km_;
     boost::container::small_vector<std::size_t, 17> bounds_;
+    std::size_t stable_ = 0, previous_open_ = 0;
+    std::vector<std::uint8_t> top_, previous_top_;
+    std::vector<std::size_t> rank_;
 };
 static_assert(pruning_policy<cluster_pruner>);
 

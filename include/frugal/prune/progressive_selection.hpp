@@ -19,7 +19,8 @@ namespace frugal {
 /// for `active()` only, and call `finish()` with the final scores when the last layer is done
 /// (or stop early when `done()`). The result is the top-K ids: the selected ones in the
 /// order they were selected (higher scores first within a step), then the best of the
-/// candidates that computed to the end, by final score.
+/// candidates that computed to the end, by final score. A policy with a `reset()` member
+/// (per-query state, e.g. cluster_pruner's rank-stability counter) is reset on construction.
 /// @code
 /// frugal::cluster_pruner pruner({.threshold = 0.3});
 /// frugal::progressive_selection sel(pruner, /*pool=*/20, /*k=*/10);
@@ -42,6 +43,7 @@ public:
         std::iota(active_.begin(), active_.end(), std::size_t{0});
         routes_.reserve(pool);
         selected_.reserve(k);
+        if constexpr (requires { policy.reset(); }) policy.reset();  // per-query policy state
     }
 
     /// Candidate ids still computing, in ascending id order.
