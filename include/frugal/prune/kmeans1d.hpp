@@ -4,6 +4,7 @@
 /// with k-means++ restarts, the heuristic GRATING's clustering step (section 4.1) uses.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include <numeric>
 #include <random>
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <boost/container/small_vector.hpp>
@@ -85,13 +88,7 @@ public:
                      scores.size(), " scores exceed the 32-bit index range");
         n_ = scores.size();
         k_max_ = std::min(k_max, n_);
-        order_.resize(n_);
-        std::iota(order_.begin(), order_.end(), std::uint32_t{0});
-        std::sort(order_.begin(), order_.end(), [&](std::uint32_t a, std::uint32_t b) {
-            return scores[a] < scores[b] || (scores[a] == scores[b] && a < b);
-        });
-        sorted_.resize(n_);
-        for (std::size_t i = 0; i < n_; ++i) sorted_[i] = static_cast<double>(scores[order_[i]]);
+        sort_scores(scores);
         shift_ = sorted_[n_ / 2];
         sum_.resize(n_ + 1);
         sumsq_.resize(n_ + 1);
@@ -107,7 +104,11 @@ public:
         cost_.assign(k_max_ * n_, std::numeric_limits<double>::infinity());
         split_.assign(k_max_ * n_, 0);
         for (std::size_t i = 0; i < n_; ++i) cost_[i] = sse_of(0, i);
-        for (std::size_t k = 1; k < k_max_; ++k) fill_row(k, k, n_ - 1, k, n_ - 1);
+        // rows below the last are needed at every end i (backtracking); the last only at n - 1
+        for (std::size_t k = 1; k < k_max_; ++k) {
+            if (k + 1 < k_max_) fill_row(k, k, n_ - 1, k, n_ - 1);
+            else fill_row(k, n_ - 1, n_ - 1, k, n_ - 1);
+        }
     }
 
     /// Number of scores of the last fit.
@@ -206,6 +207,31 @@ private:
                      " (k_max of the last fit, capped at the pool size)");
     }
 
+    /// Fills order_ and sorted_ (ties stay in position order). Float scores sort as 64-bit
+    /// keys (order-preserving bits of the score, then the position): about twice as fast as
+    /// an indirect comparator on indices. Wider types sort (value, position) pairs.
+    template <class T>
+    void sort_scores(std::span<const T> scores) {
+        order_.resize(n_);
+        sorted_.resize(n_);
+        if constexpr (std::is_same_v<T, float>) {
+            keys_.resize(n_);
+            for (std::size_t i = 0; i < n_; ++i) {
+                const std::uint32_t bits = std::bit_cast<std::uint32_t>(scores[i] + 0.0f);  // -0 to +0
+                const std::uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+                keys_[i] = (std::uint64_t{ordered} << 32) | i;
+            }
+            std::sort(keys_.begin(), keys_.end());
+            for (std::size_t p = 0; p < n_; ++p) order_[p] = static_cast<std::uint32_t>(keys_[p] & 0xffffffffu);
+        } else {
+            std::vector<std::pair<double, std::uint32_t>> pairs(n_);
+            for (std::size_t i = 0; i < n_; ++i) pairs[i] = {static_cast<double>(scores[i]), static_cast<std::uint32_t>(i)};
+            std::sort(pairs.begin(), pairs.end());
+            for (std::size_t p = 0; p < n_; ++p) order_[p] = pairs[p].second;
+        }
+        for (std::size_t p = 0; p < n_; ++p) sorted_[p] = static_cast<double>(scores[order_[p]]);
+    }
+
     /// Sum of squared deviations from the mean of sorted positions j..i (inclusive).
     [[nodiscard]] double sse_of(std::size_t j, std::size_t i) const noexcept {
         const double s = sum_[i + 1] - sum_[j];
@@ -244,6 +270,7 @@ private:
     std::size_t n_ = 0, k_max_ = 0;
     double shift_ = 0.0;
     std::vector<std::uint32_t> order_;
+    std::vector<std::uint64_t> keys_;
     std::vector<double> sorted_, sum_, sumsq_, inv_len_;
     std::vector<double> cost_;          // D[k][i], row-major k_max x n
     std::vector<std::uint32_t> split_;  // start of the last cluster of D[k][i]
