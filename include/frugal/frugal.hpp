@@ -20,6 +20,7 @@
 #include "frugal/prune/cluster_pruner.hpp"
 #include "frugal/prune/dispersion.hpp"
 #include "frugal/prune/kmeans1d.hpp"
+#include "frugal/prune/progressive_ranker.hpp"
 #include "frugal/prune/progressive_selection.hpp"
 #include "frugal/prune/synthetic_trajectories.hpp"
 #include "frugal/prune/trajectory.hpp"
