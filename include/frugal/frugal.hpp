@@ -24,3 +24,9 @@
 #include "frugal/prune/progressive_selection.hpp"
 #include "frugal/prune/synthetic_trajectories.hpp"
 #include "frugal/prune/trajectory.hpp"
+
+// stream
+#include "frugal/stream/file_layer_loader.hpp"
+#include "frugal/stream/hidden_state_offload.hpp"
+#include "frugal/stream/io_thread.hpp"
+#include "frugal/stream/layer_window.hpp"
