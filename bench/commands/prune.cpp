@@ -30,12 +30,21 @@ record evaluation_record(const pruning_evaluation& ev, const std::string& policy
             {"mean_active_per_layer", ev.mean_active_per_layer}};
 }
 
+// The cluster policy as configured ("cluster"), GRATING's rule alone ("cluster-grating",
+// patience 0) when the configured one differs, and the fixed-margin rule ("margin").
 std::vector<record> sweep(const trajectory_set& set, std::size_t k, const cluster_pruner_options& base) {
     std::vector<record> out;
-    for (double t : threshold_grid(set, base, 24)) {
-        cluster_pruner_options o = base;
-        o.threshold = t;
-        out.push_back(evaluation_record(evaluate_pruning(set, k, [&] { return cluster_pruner(o); }), "cluster", t));
+    std::vector<std::pair<std::string, cluster_pruner_options>> variants = {{"cluster", base}};
+    if (base.patience != 0) {
+        variants.emplace_back("cluster-grating", base);
+        variants.back().second.patience = 0;
+    }
+    for (const auto& [name, options] : variants) {
+        for (double t : threshold_grid(set, options, 24)) {
+            cluster_pruner_options o = options;
+            o.threshold = t;
+            out.push_back(evaluation_record(evaluate_pruning(set, k, [&] { return cluster_pruner(o); }), name, t));
+        }
     }
     for (double margin : {0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7}) {
         out.push_back(evaluation_record(evaluate_pruning(set, k, [&] { return margin_pruner(margin); }), "margin",
@@ -153,7 +162,9 @@ public:
                   std::to_string(cal.threshold) + "; on seed 2 it gives precision@10 " +
                   std::to_string(applied.precision_at_k) + " with " +
                   std::to_string(applied.layer_compute_saved) + " of candidate-layers skipped. "
-                  "The curve sweeps the CV threshold (cluster) and the fixed-margin rule (margin) on seed 2. "
+                  "The curve sweeps the CV threshold on seed 2 for frugal's policy (cluster: GRATING's rule plus "
+                  "the rank-stability stop, patience 3), GRATING's rule alone (cluster-grating, patience 0), and "
+                  "the fixed-margin rule (margin, swept over the margin). "
                   "`frugal-bench prune --trajectories FILE --k 10 --sweep`.";
         for (auto& r : sweep(test_set, k, cluster_pruner_options{})) {
             r.erase("mean_active_per_layer");
