@@ -40,6 +40,22 @@
 #include "frugal/cache/similarity_index.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
 
+// prune
+#include "frugal/prune/calibrate.hpp"
+#include "frugal/prune/cluster_pruner.hpp"
+#include "frugal/prune/dispersion.hpp"
+#include "frugal/prune/kmeans1d.hpp"
+#include "frugal/prune/progressive_ranker.hpp"
+#include "frugal/prune/progressive_selection.hpp"
+#include "frugal/prune/synthetic_trajectories.hpp"
+#include "frugal/prune/trajectory.hpp"
+
+// stream
+#include "frugal/stream/file_layer_loader.hpp"
+#include "frugal/stream/hidden_state_offload.hpp"
+#include "frugal/stream/io_thread.hpp"
+#include "frugal/stream/layer_window.hpp"
+
 // schedule
 #include "frugal/schedule/chunk_plan.hpp"
 #include "frugal/schedule/graph_switch.hpp"

@@ -1,0 +1,264 @@
+#pragma once
+/// @file
+/// Progressive cluster pruning (GRATING section 4.1): the pruning-policy concept, the
+/// cluster policy (dispersion trigger + exact 1-D k-means + three-way routing) and a
+/// fixed-margin policy as a second model of the concept.
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include <boost/container/small_vector.hpp>
+
+#include "frugal/core/error.hpp"
+#include "frugal/prune/dispersion.hpp"
+#include "frugal/prune/kmeans1d.hpp"
+
+namespace frugal {
+
+/// Where a pruning decision sends one active candidate.
+enum class route : std::uint8_t {
+    deferred,  ///< keeps computing (the boundary cluster)
+    selected,  ///< accepted into the top-K; its computation stops
+    dropped,   ///< cannot reach the top-K; its computation stops
+};
+
+/// What a policy may prune (GRATING section 7).
+enum class ranking_mode : std::uint8_t {
+    top_k,  ///< only the top-K set matters: winners and hopeless candidates both stop
+    exact,  ///< exact ranks and final scores of the top-K: only hopeless candidates stop
+};
+
+/// The outcome of one pruning decision over the active candidates.
+struct prune_step {
+    bool triggered = false;  ///< the policy acted (the dispersion exceeded the threshold)
+    bool done = false;       ///< every open slot is filled by `selected`: stop the forward pass
+    double dispersion = 0.0; ///< the trigger statistic (0 for policies without one)
+    std::size_t clusters = 0;  ///< clusters formed (0 when not triggered)
+    std::size_t selected = 0, deferred = 0, dropped = 0;
+};
+
+/// A pruning policy: given the scores of the active candidates and the number of top-K
+/// slots still open (K minus the candidates already selected), it writes one route per
+/// candidate and reports the step. When it reports `done`, no candidate is deferred and
+/// the selected ones fill the open slots exactly.
+/// @code
+/// static_assert(frugal::pruning_policy<frugal::cluster_pruner>);
+/// @endcode
+template <class P>
+concept pruning_policy =
+    requires(P& policy, std::span<const float> scores, std::size_t open_slots, std::span<route> routes) {
+        { policy.decide(scores, open_slots, routes) } -> std::same_as<prune_step>;
+    };
+
+namespace detail {
+inline void check_decide_input(std::span<const float> scores, std::size_t open_slots,
+                               std::span<const route> routes, const char* who) {
+    FRUGAL_CHECK(!scores.empty(), who, ": empty pool of active candidates");
+    FRUGAL_CHECK(open_slots >= 1, who, ": K (open top-K slots) must be at least 1");
+    FRUGAL_CHECK(open_slots <= scores.size(), who, ": K = ", open_slots, " open slots exceed the ",
+                 scores.size(), " active candidates");
+    FRUGAL_CHECK(routes.size() == scores.size(), who, ": ", routes.size(), " routes for ", scores.size(),
+                 " scores");
+    for (std::size_t i = 0; i < scores.size(); ++i)
+        FRUGAL_CHECK(std::isfinite(scores[i]), who, ": score of active candidate ", i, " is ", scores[i]);
+}
+
+/// Converts "selected + deferred fill the open slots" into termination (deferred become
+/// selected), as GRATING's terminal condition.
+inline void finish_step(prune_step& step, std::size_t open_slots, std::span<route> routes, ranking_mode mode) {
+    if (mode == ranking_mode::top_k && step.selected + step.deferred == open_slots) {
+        for (route& r : routes)
+            if (r == route::deferred) r = route::selected;
+        step.selected += step.deferred;
+        step.deferred = 0;
+        step.done = true;
+    }
+}
+}  // namespace detail
+
+/// Settings of cluster_pruner.
+struct cluster_pruner_options {
+    /// Dispersion above which the policy clusters and routes (GRATING's "dispersion
+    /// threshold"); +infinity never prunes. Must be >= 0.
+    double threshold = 0.2;
+    dispersion_measure measure = dispersion_measure::cv;
+    ranking_mode mode = ranking_mode::top_k;
+    /// Clusters to form: 0 selects k in 1..max_clusters by BIC (Ckmeans.1d.dp), else fixed
+    /// (capped at the pool size).
+    std::size_t clusters = 0;
+    std::size_t max_clusters = 6;
+    /// 0: GRATING's rule exactly. p > 0 (default 3): frugal's rank-stability extension, for boundary clusters
+    /// that never split (candidates around the K-th that stay one group): when the trigger
+    /// has fired on p + 1 consecutive decisions over the same active candidates (nothing
+    /// routed in between) and the set of the top open-slots candidates stayed the same, that
+    /// set is selected, the rest dropped, and the selection terminates. The pruner then
+    /// keeps per-query state: use one pruner per query, or call reset() between queries
+    /// (progressive_selection does).
+    std::size_t patience = 3;
+};
+
+/// GRATING's progressive cluster pruning policy (section 4.1). When the dispersion of the
+/// active scores exceeds the threshold, the scores are clustered by exact 1-D k-means and
+/// routed by whole clusters around the boundary cluster (the one holding the K-th ranked
+/// active candidate, K = open slots): clusters above it are selected, clusters below are
+/// dropped, the boundary cluster is deferred. If selected + deferred equals the open slots,
+/// the step is terminal (all of them selected). In `ranking_mode::exact` nothing is
+/// selected; clusters above the boundary keep computing. With `patience` > 0 (the default)
+/// it also ends a boundary group whose top set has stopped changing (see the option).
+/// Keeps its k-means buffers: repeated decisions on pools of one size allocate nothing.
+/// @code
+/// frugal::cluster_pruner pruner({.threshold = 0.3});
+/// std::vector<frugal::route> routes(scores.size());
+/// frugal::prune_step step = pruner.decide(scores, /*open_slots=*/10, routes);
+/// @endcode
+class cluster_pruner {
+public:
+    explicit cluster_pruner(cluster_pruner_options options = {}) : options_(options) {
+        FRUGAL_CHECK(!std::isnan(options.threshold) && options.threshold >= 0.0,
+                     "cluster_pruner: dispersion threshold ", options.threshold, " must be >= 0");
+        FRUGAL_CHECK(options.max_clusters >= 1, "cluster_pruner: max_clusters must be at least 1");
+    }
+
+    [[nodiscard]] const cluster_pruner_options& options() const noexcept { return options_; }
+
+    /// One decision over the active candidates' scores; see the class comment.
+    prune_step decide(std::span<const float> scores, std::size_t open_slots, std::span<route> routes) {
+        detail::check_decide_input(scores, open_slots, routes, "cluster_pruner");
+        std::fill(routes.begin(), routes.end(), route::deferred);
+        prune_step step;
+        const std::size_t n = scores.size();
+        step.deferred = n;
+        if (options_.mode == ranking_mode::top_k && open_slots == n) {  // every candidate is a winner
+            detail::finish_step(step, open_slots, routes, options_.mode);
+            return step;
+        }
+        step.dispersion = dispersion(scores, options_.measure);
+        const bool fired = step.dispersion > options_.threshold;
+        if (options_.patience > 0 && track_stability(scores, open_slots, fired, routes, step)) return step;
+        if (!fired) return step;
+        step.triggered = true;
+        const std::size_t k_max = options_.clusters > 0 ? options_.clusters : options_.max_clusters;
+        km_.fit(scores, k_max);
+        const std::size_t k = options_.clusters > 0 ? km_.k_max() : km_.select_k_bic();
+        step.clusters = k;
+        bounds_.resize(k + 1);
+        km_.boundaries(k, std::span<std::size_t>(bounds_.data(), bounds_.size()));
+        // sorted position of the K-th highest score, and the cluster holding it
+        const std::size_t pivot = n - open_slots;
+        std::size_t boundary = 0;
+        while (bounds_[boundary + 1] <= pivot) ++boundary;
+        const auto order = km_.order();
+        step.dropped = bounds_[boundary];
+        for (std::size_t p = 0; p < bounds_[boundary]; ++p) routes[order[p]] = route::dropped;
+        if (options_.mode == ranking_mode::top_k) {
+            step.selected = n - bounds_[boundary + 1];
+            for (std::size_t p = bounds_[boundary + 1]; p < n; ++p) routes[order[p]] = route::selected;
+        }
+        step.deferred = n - step.dropped - step.selected;
+        detail::finish_step(step, open_slots, routes, options_.mode);
+        if (step.selected + step.dropped > 0) stable_ = 0;  // the next pool differs
+        return step;
+    }
+
+    /// Forgets the rank-stability state (see `patience`) before a new query.
+    void reset() noexcept {
+        stable_ = 0;
+        previous_top_.clear();
+    }
+
+private:
+    /// Rank-stability bookkeeping; true when it terminated the selection (routes written).
+    bool track_stability(std::span<const float> scores, std::size_t open_slots, bool fired, std::span<route> routes,
+                         prune_step& step) {
+        const std::size_t n = scores.size();
+        rank_.resize(n);
+        std::iota(rank_.begin(), rank_.end(), std::size_t{0});
+        std::nth_element(rank_.begin(), rank_.begin() + static_cast<std::ptrdiff_t>(open_slots - 1), rank_.end(),
+                         [&](std::size_t a, std::size_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); });
+        top_.assign(n, 0);
+        for (std::size_t i = 0; i < open_slots; ++i) top_[rank_[i]] = 1;
+        const bool same_pool = previous_top_.size() == n && previous_open_ == open_slots;
+        stable_ = fired && same_pool && top_ == previous_top_ ? stable_ + 1 : (fired ? 1 : 0);
+        previous_top_ = top_;
+        previous_open_ = open_slots;
+        if (stable_ <= options_.patience) return false;
+        for (std::size_t i = 0; i < n; ++i) {
+            const bool in = top_[i] != 0;
+            routes[i] = in ? (options_.mode == ranking_mode::top_k ? route::selected : route::deferred) : route::dropped;
+        }
+        step.triggered = true;
+        step.dropped = n - open_slots;
+        step.selected = options_.mode == ranking_mode::top_k ? open_slots : 0;
+        step.deferred = n - step.dropped - step.selected;
+        step.done = options_.mode == ranking_mode::top_k;
+        stable_ = 0;
+        return true;
+    }
+
+    cluster_pruner_options options_;
+    kmeans1d km_;
+    boost::container::small_vector<std::size_t, 17> bounds_;
+    std::size_t stable_ = 0, previous_open_ = 0;
+    std::vector<std::uint8_t> top_, previous_top_;
+    std::vector<std::size_t> rank_;
+};
+static_assert(pruning_policy<cluster_pruner>);
+
+/// A fixed-margin policy, the "absolute score gap" rule GRATING argues against (section
+/// 3.3), kept as a second model of pruning_policy and a baseline: a candidate is selected
+/// when it leads the first candidate outside the open slots by more than `margin`, and
+/// dropped when it trails the K-th by more than `margin`. In `ranking_mode::exact` nothing
+/// is selected. Terminates like cluster_pruner.
+/// @code
+/// frugal::margin_pruner pruner(0.2);
+/// auto step = pruner.decide(scores, 10, routes);
+/// @endcode
+class margin_pruner {
+public:
+    explicit margin_pruner(double margin, ranking_mode mode = ranking_mode::top_k) : margin_(margin), mode_(mode) {
+        FRUGAL_CHECK(!std::isnan(margin) && margin >= 0.0, "margin_pruner: margin ", margin, " must be >= 0");
+    }
+
+    /// One decision over the active candidates' scores; see the class comment.
+    prune_step decide(std::span<const float> scores, std::size_t open_slots, std::span<route> routes) {
+        detail::check_decide_input(scores, open_slots, routes, "margin_pruner");
+        std::fill(routes.begin(), routes.end(), route::deferred);
+        prune_step step;
+        const std::size_t n = scores.size();
+        step.triggered = true;
+        sorted_.assign(scores.begin(), scores.end());
+        std::sort(sorted_.begin(), sorted_.end(), std::greater<>());
+        const double kth = sorted_[open_slots - 1];
+        const double first_out = open_slots < n ? static_cast<double>(sorted_[open_slots])
+                                                : -std::numeric_limits<double>::infinity();
+        for (std::size_t i = 0; i < n; ++i) {
+            const double s = scores[i];
+            if (mode_ == ranking_mode::top_k && s - first_out > margin_) {
+                routes[i] = route::selected;
+                ++step.selected;
+            } else if (kth - s > margin_) {
+                routes[i] = route::dropped;
+                ++step.dropped;
+            }
+        }
+        step.deferred = n - step.selected - step.dropped;
+        detail::finish_step(step, open_slots, routes, mode_);
+        return step;
+    }
+
+private:
+    double margin_;
+    ranking_mode mode_;
+    std::vector<float> sorted_;
+};
+static_assert(pruning_policy<margin_pruner>);
+
+}  // namespace frugal

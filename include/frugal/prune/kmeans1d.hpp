@@ -1,0 +1,377 @@
+#pragma once
+/// @file
+/// Exact optimal 1-D k-means (dynamic programming, as Ckmeans.1d.dp) and Lloyd's algorithm
+/// with k-means++ restarts, the heuristic GRATING's clustering step (section 4.1) uses.
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <numeric>
+#include <random>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <boost/container/small_vector.hpp>
+
+#include "frugal/core/assert.hpp"
+#include "frugal/core/error.hpp"
+
+namespace frugal {
+
+/// A partition of scores into k clusters numbered by ascending centroid.
+struct kmeans1d_result {
+    std::vector<std::uint32_t> labels;  ///< cluster of each input score, by input position
+    std::vector<double> centroids;      ///< cluster means, ascending
+    std::vector<std::size_t> sizes;     ///< points per cluster
+    std::vector<double> withinss;       ///< within-cluster sum of squared deviations
+    double sse = 0.0;                   ///< total within-cluster sum of squares
+};
+
+namespace detail {
+template <class T>
+void check_kmeans_input(std::span<const T> scores, const char* who) {
+    FRUGAL_CHECK(!scores.empty(), who, ": empty score pool");
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        FRUGAL_CHECK(std::isfinite(static_cast<double>(scores[i])), who, ": score ", i, " is ",
+                     static_cast<double>(scores[i]));
+    }
+}
+
+/// Fills the per-cluster statistics of `r` from `labels` (double accumulation, two passes).
+template <class T>
+void finish_kmeans_result(std::span<const T> scores, std::size_t k, kmeans1d_result& r) {
+    r.centroids.assign(k, 0.0);
+    r.sizes.assign(k, 0);
+    r.withinss.assign(k, 0.0);
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        r.centroids[r.labels[i]] += static_cast<double>(scores[i]);
+        ++r.sizes[r.labels[i]];
+    }
+    for (std::size_t c = 0; c < k; ++c)
+        if (r.sizes[c] > 0) r.centroids[c] /= static_cast<double>(r.sizes[c]);
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        const double d = static_cast<double>(scores[i]) - r.centroids[r.labels[i]];
+        r.withinss[r.labels[i]] += d * d;
+    }
+    r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
+}
+}  // namespace detail
+
+/// Exact optimal 1-D k-means for every k in 1..k_max from one dynamic programme over the
+/// sorted scores (Wang and Song's Ckmeans.1d.dp): D[k][i] = min_j D[k-1][j-1] + SSE(j..i),
+/// with row minima found by divide and conquer over the monotone argmin (O(k_max n log n),
+/// usually far less because a candidate split is abandoned once its last cluster alone costs
+/// more than the best so far). SSEs come from double prefix sums of scores shifted by their
+/// median, so large offsets (logits around 1e4) do not cancel. The object keeps its buffers:
+/// refitting pools of the same size allocates nothing, which the pruning hot path relies on.
+/// @code
+/// frugal::kmeans1d km;
+/// km.fit(std::span<const float>(scores), 8);
+/// std::size_t k = km.select_k_bic();            // as Ckmeans.1d.dp's estimate.k = "BIC"
+/// frugal::kmeans1d_result r = km.clustering(k); // labels, centroids, withinss
+/// @endcode
+class kmeans1d {
+public:
+    /// Sorts `scores` and solves the DP for k = 1..min(k_max, n). Throws on an empty pool,
+    /// non-finite scores or k_max == 0.
+    template <class T>
+    void fit(std::span<const T> scores, std::size_t k_max) {
+        detail::check_kmeans_input(scores, "kmeans1d");
+        FRUGAL_CHECK(k_max > 0, "kmeans1d: k_max must be at least 1");
+        FRUGAL_CHECK(scores.size() < std::numeric_limits<std::uint32_t>::max(), "kmeans1d: ",
+                     scores.size(), " scores exceed the 32-bit index range");
+        n_ = scores.size();
+        k_max_ = std::min(k_max, n_);
+        sort_scores(scores);
+        shift_ = sorted_[n_ / 2];
+        sum_.resize(n_ + 1);
+        sumsq_.resize(n_ + 1);
+        inv_len_.resize(n_ + 1);
+        sum_[0] = sumsq_[0] = 0.0;
+        inv_len_[0] = 0.0;
+        for (std::size_t i = 0; i < n_; ++i) {
+            const double x = sorted_[i] - shift_;
+            sum_[i + 1] = sum_[i] + x;
+            sumsq_[i + 1] = sumsq_[i] + x * x;
+            inv_len_[i + 1] = 1.0 / static_cast<double>(i + 1);
+        }
+        cost_.assign(k_max_ * n_, std::numeric_limits<double>::infinity());
+        split_.assign(k_max_ * n_, 0);
+        for (std::size_t i = 0; i < n_; ++i) cost_[i] = sse_of(0, i);
+        // rows below the last are needed at every end i (backtracking); the last only at n - 1
+        for (std::size_t k = 1; k < k_max_; ++k) {
+            if (k + 1 < k_max_) fill_row(k, k, n_ - 1, k, n_ - 1);
+            else fill_row(k, n_ - 1, n_ - 1, k, n_ - 1);
+        }
+    }
+
+    /// Number of scores of the last fit.
+    [[nodiscard]] std::size_t size() const noexcept { return n_; }
+    /// Largest k solved: min(k_max, n).
+    [[nodiscard]] std::size_t k_max() const noexcept { return k_max_; }
+    /// Input positions in ascending score order (ties by position).
+    [[nodiscard]] std::span<const std::uint32_t> order() const noexcept { return order_; }
+
+    /// Minimal total within-cluster sum of squares with exactly k clusters.
+    [[nodiscard]] double sse(std::size_t k) const {
+        check_k(k);
+        return cost_[(k - 1) * n_ + n_ - 1];
+    }
+
+    /// The k + 1 cluster boundaries in sorted order: cluster c holds sorted positions
+    /// [bounds[c], bounds[c + 1]). Allocation-free; `bounds.size()` must be k + 1.
+    void boundaries(std::size_t k, std::span<std::size_t> bounds) const {
+        check_k(k);
+        FRUGAL_CHECK(bounds.size() == k + 1, "kmeans1d::boundaries: span of ", bounds.size(),
+                     " for k = ", k, " needs k + 1 entries");
+        bounds[k] = n_;
+        std::size_t end = n_ - 1;
+        for (std::size_t c = k; c-- > 0;) {
+            const std::size_t start = split_[c * n_ + end];
+            bounds[c] = start;
+            if (c > 0) end = start - 1;
+        }
+    }
+
+    /// The optimal clustering with k clusters.
+    [[nodiscard]] kmeans1d_result clustering(std::size_t k) const {
+        std::vector<std::size_t> bounds(k + 1);
+        boundaries(k, bounds);
+        kmeans1d_result r;
+        r.labels.resize(n_);
+        for (std::size_t c = 0; c < k; ++c)
+            for (std::size_t p = bounds[c]; p < bounds[c + 1]; ++p) r.labels[order_[p]] = static_cast<std::uint32_t>(c);
+        r.centroids.resize(k);
+        r.sizes.resize(k);
+        r.withinss.resize(k);
+        for (std::size_t c = 0; c < k; ++c) {
+            r.sizes[c] = bounds[c + 1] - bounds[c];
+            r.centroids[c] = shift_ + (sum_[bounds[c + 1]] - sum_[bounds[c]]) / static_cast<double>(r.sizes[c]);
+            r.withinss[c] = sse_of(bounds[c], bounds[c + 1] - 1);
+        }
+        r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
+        return r;
+    }
+
+    /// Bayesian information criterion of the k-cluster solution as Ckmeans.1d.dp computes it:
+    /// a Gaussian mixture with one variance per cluster (unbiased, n_c - 1 denominator) and
+    /// weights n_c / n; BIC = 2 log L - (3k - 1) log n. Larger is better.
+    [[nodiscard]] double bic(std::size_t k) const {
+        check_k(k);
+        boost::container::small_vector<std::size_t, 17> bounds(k + 1);  // no allocation for k <= 16
+        boundaries(k, std::span<std::size_t>(bounds.data(), bounds.size()));
+        const double n = static_cast<double>(n_);
+        double loglik = 0.0;
+        for (std::size_t c = 0; c < k; ++c) {
+            const std::size_t m = bounds[c + 1] - bounds[c];
+            const double dm = static_cast<double>(m);
+            const double variance = m > 1 ? sse_of(bounds[c], bounds[c + 1] - 1) / (dm - 1.0) : 0.0;
+            if (variance > 0.0) {
+                // sum of -(x - mean)^2 / (2 variance) over the cluster is -(m - 1) / 2.
+                loglik += -0.5 * (dm - 1.0) +
+                          dm * (std::log(dm / n) - 0.5 * std::log(2.0 * std::numbers::pi * variance));
+            } else {
+                loglik += dm * std::log(dm / n);
+            }
+        }
+        return 2.0 * loglik - (3.0 * static_cast<double>(k) - 1.0) * std::log(n);
+    }
+
+    /// The k in 1..k_max() with the largest BIC (the smallest k on ties); 1 when all scores
+    /// are equal.
+    [[nodiscard]] std::size_t select_k_bic() const {
+        FRUGAL_CHECK(n_ > 0, "kmeans1d::select_k_bic: fit() has not been called");
+        if (sorted_.front() == sorted_.back()) return 1;
+        std::size_t best = 1;
+        double best_bic = bic(1);
+        for (std::size_t k = 2; k <= k_max_; ++k) {
+            const double b = bic(k);
+            if (b > best_bic) {
+                best_bic = b;
+                best = k;
+            }
+        }
+        return best;
+    }
+
+private:
+    void check_k(std::size_t k) const {
+        FRUGAL_CHECK(n_ > 0, "kmeans1d: fit() has not been called");
+        FRUGAL_CHECK(k >= 1 && k <= k_max_, "kmeans1d: k = ", k, " is outside 1..", k_max_,
+                     " (k_max of the last fit, capped at the pool size)");
+    }
+
+    /// Fills order_ and sorted_ (ties stay in position order). Float scores sort as 64-bit
+    /// keys (order-preserving bits of the score, then the position): about twice as fast as
+    /// an indirect comparator on indices. Wider types sort (value, position) pairs.
+    template <class T>
+    void sort_scores(std::span<const T> scores) {
+        order_.resize(n_);
+        sorted_.resize(n_);
+        if constexpr (std::is_same_v<T, float>) {
+            keys_.resize(n_);
+            for (std::size_t i = 0; i < n_; ++i) {
+                const std::uint32_t bits = std::bit_cast<std::uint32_t>(scores[i] + 0.0f);  // -0 to +0
+                const std::uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+                keys_[i] = (std::uint64_t{ordered} << 32) | i;
+            }
+            std::sort(keys_.begin(), keys_.end());
+            for (std::size_t p = 0; p < n_; ++p) order_[p] = static_cast<std::uint32_t>(keys_[p] & 0xffffffffu);
+        } else {
+            std::vector<std::pair<double, std::uint32_t>> pairs(n_);
+            for (std::size_t i = 0; i < n_; ++i) pairs[i] = {static_cast<double>(scores[i]), static_cast<std::uint32_t>(i)};
+            std::sort(pairs.begin(), pairs.end());
+            for (std::size_t p = 0; p < n_; ++p) order_[p] = pairs[p].second;
+        }
+        for (std::size_t p = 0; p < n_; ++p) sorted_[p] = static_cast<double>(scores[order_[p]]);
+    }
+
+    /// Sum of squared deviations from the mean of sorted positions j..i (inclusive).
+    [[nodiscard]] double sse_of(std::size_t j, std::size_t i) const noexcept {
+        const double s = sum_[i + 1] - sum_[j];
+        const double v = (sumsq_[i + 1] - sumsq_[j]) - s * s * inv_len_[i - j + 1];
+        return v > 0.0 ? v : 0.0;
+    }
+
+    /// Row k of the DP for ends imin..imax, whose optimal last-cluster start lies in jmin..jmax.
+    void fill_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
+        if (imin > imax) return;
+        const std::size_t i = imin + (imax - imin) / 2;
+        const double* prev = cost_.data() + (k - 1) * n_;
+        const std::size_t jlo = std::max(jmin, k);
+        const std::size_t jhi = std::min(jmax, i);
+        FRUGAL_ASSERT(jlo <= jhi);
+        double best = std::numeric_limits<double>::infinity();
+        std::size_t arg = jhi;
+        // Descending j: the last cluster j..i only grows, so once it alone costs at least the
+        // best total (D[k-1] >= 0) no smaller j can win. Strict < keeps the largest argmin,
+        // which is monotone in i for this Monge cost.
+        for (std::size_t j = jhi + 1; j-- > jlo;) {
+            const double last = sse_of(j, i);
+            if (last >= best) break;
+            const double v = last + prev[j - 1];
+            if (v < best) {
+                best = v;
+                arg = j;
+            }
+        }
+        cost_[k * n_ + i] = best;
+        split_[k * n_ + i] = static_cast<std::uint32_t>(arg);
+        if (i > imin) fill_row(k, imin, i - 1, jmin, arg);
+        fill_row(k, i + 1, imax, arg, jmax);
+    }
+
+    std::size_t n_ = 0, k_max_ = 0;
+    double shift_ = 0.0;
+    std::vector<std::uint32_t> order_;
+    std::vector<std::uint64_t> keys_;
+    std::vector<double> sorted_, sum_, sumsq_, inv_len_;
+    std::vector<double> cost_;          // D[k][i], row-major k_max x n
+    std::vector<std::uint32_t> split_;  // start of the last cluster of D[k][i]
+};
+
+/// The optimal k-cluster 1-D k-means of `scores` (one DP of kmeans1d).
+/// @code
+/// frugal::kmeans1d_result r = frugal::kmeans1d_optimal(std::span<const float>(scores), 3);
+/// @endcode
+template <class T>
+[[nodiscard]] kmeans1d_result kmeans1d_optimal(std::span<const T> scores, std::size_t k) {
+    FRUGAL_CHECK(k >= 1 && k <= scores.size(), "kmeans1d_optimal: k = ", k, " is outside 1..",
+                 scores.size(), " (the pool size)");
+    kmeans1d km;
+    km.fit(scores, k);
+    return km.clustering(k);
+}
+
+/// Lloyd's algorithm with k-means++ seeding, best of `restarts` runs by SSE: the heuristic
+/// GRATING (and scikit-learn's KMeans, n_init = restarts) uses, kept as the baseline the
+/// exact kmeans1d is compared with. Empty clusters keep their centroid; clusters are
+/// renumbered by ascending centroid. Deterministic for a given seed.
+/// @code
+/// auto r = frugal::kmeans1d_lloyd(std::span<const float>(scores), 3, 10, 42);
+/// @endcode
+template <class T>
+[[nodiscard]] kmeans1d_result kmeans1d_lloyd(std::span<const T> scores, std::size_t k, std::size_t restarts,
+                                             std::uint64_t seed, std::size_t max_iterations = 300) {
+    detail::check_kmeans_input(scores, "kmeans1d_lloyd");
+    FRUGAL_CHECK(k >= 1 && k <= scores.size(), "kmeans1d_lloyd: k = ", k, " is outside 1..",
+                 scores.size(), " (the pool size)");
+    FRUGAL_CHECK(restarts >= 1, "kmeans1d_lloyd: restarts must be at least 1");
+    const std::size_t n = scores.size();
+    std::vector<double> x(scores.begin(), scores.end());
+    std::mt19937_64 rng(seed);
+    kmeans1d_result best;
+    best.sse = std::numeric_limits<double>::infinity();
+    std::vector<double> centers(k), d2(n), sums(k);
+    std::vector<std::size_t> counts(k);
+    std::vector<std::uint32_t> labels(n);
+    for (std::size_t run = 0; run < restarts; ++run) {
+        // k-means++ seeding: each next centre drawn with probability proportional to D(x)^2.
+        centers[0] = x[std::uniform_int_distribution<std::size_t>(0, n - 1)(rng)];
+        for (std::size_t c = 1; c < k; ++c) {
+            double total = 0.0;
+            for (std::size_t i = 0; i < n; ++i) {
+                double m = std::numeric_limits<double>::infinity();
+                for (std::size_t e = 0; e < c; ++e) m = std::min(m, (x[i] - centers[e]) * (x[i] - centers[e]));
+                d2[i] = m;
+                total += m;
+            }
+            std::size_t pick = std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
+            if (total > 0.0) {
+                double u = std::uniform_real_distribution<double>(0.0, total)(rng);
+                for (std::size_t i = 0; i < n; ++i) {
+                    pick = i;
+                    if ((u -= d2[i]) < 0.0) break;
+                }
+            }
+            centers[c] = x[pick];
+        }
+        for (std::size_t it = 0; it < max_iterations; ++it) {
+            bool changed = it == 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                std::uint32_t arg = 0;
+                double m = std::numeric_limits<double>::infinity();
+                for (std::size_t c = 0; c < k; ++c) {
+                    const double d = (x[i] - centers[c]) * (x[i] - centers[c]);
+                    if (d < m) {
+                        m = d;
+                        arg = static_cast<std::uint32_t>(c);
+                    }
+                }
+                changed = changed || labels[i] != arg;
+                labels[i] = arg;
+            }
+            if (!changed) break;
+            std::fill(sums.begin(), sums.end(), 0.0);
+            std::fill(counts.begin(), counts.end(), 0);
+            for (std::size_t i = 0; i < n; ++i) {
+                sums[labels[i]] += x[i];
+                ++counts[labels[i]];
+            }
+            for (std::size_t c = 0; c < k; ++c)
+                if (counts[c] > 0) centers[c] = sums[c] / static_cast<double>(counts[c]);
+        }
+        // Renumber by ascending centroid so results compare with kmeans1d's.
+        std::vector<std::uint32_t> rank(k);
+        std::iota(rank.begin(), rank.end(), std::uint32_t{0});
+        std::sort(rank.begin(), rank.end(), [&](std::uint32_t a, std::uint32_t b) { return centers[a] < centers[b]; });
+        std::vector<std::uint32_t> relabel(k);
+        for (std::size_t r = 0; r < k; ++r) relabel[rank[r]] = static_cast<std::uint32_t>(r);
+        kmeans1d_result r;
+        r.labels.resize(n);
+        for (std::size_t i = 0; i < n; ++i) r.labels[i] = relabel[labels[i]];
+        detail::finish_kmeans_result(scores, k, r);
+        for (std::size_t c = 0; c < k; ++c)
+            if (r.sizes[c] == 0) r.centroids[c] = centers[rank[c]];
+        if (r.sse < best.sse) best = std::move(r);
+    }
+    return best;
+}
+
+}  // namespace frugal

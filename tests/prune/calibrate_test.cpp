@@ -1,0 +1,162 @@
+// Trajectory files (round trip, ragged and corrupt input), replaying trajectories under a
+// policy on hand-built pools, and threshold calibration on held-back queries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include <frugal/prune/calibrate.hpp>
+#include <frugal/prune/synthetic_trajectories.hpp>
+#include <frugal/prune/trajectory.hpp>
+
+namespace {
+
+frugal::score_trajectory make_query(std::vector<std::vector<float>> rows) {
+    frugal::score_trajectory q(rows.size(), rows.front().size());
+    for (std::size_t c = 0; c < rows.size(); ++c)
+        for (std::size_t l = 0; l < rows[c].size(); ++l) q.at(c, l) = rows[c][l];
+    return q;
+}
+
+TEST(Trajectories, RoundTripThroughTheTextFormat) {
+    frugal::trajectory_set set;
+    set.layers = 3;
+    set.queries.push_back(make_query({{0.1f, 0.2f, 0.3f}, {1e-7f, 0.333333343f, 0.999f}}));
+    set.queries.push_back(make_query({{-2.5f, 3.25f, 0.0f}}));
+    std::stringstream io;
+    frugal::write_trajectories(io, set, "unit test");
+    const auto back = frugal::read_trajectories(io);
+    ASSERT_EQ(back.layers, 3u);
+    ASSERT_EQ(back.queries.size(), 2u);
+    for (std::size_t q = 0; q < 2; ++q) {
+        ASSERT_EQ(back.queries[q].candidates(), set.queries[q].candidates());
+        for (std::size_t c = 0; c < set.queries[q].candidates(); ++c)
+            for (std::size_t l = 0; l < 3; ++l) EXPECT_EQ(back.queries[q].at(c, l), set.queries[q].at(c, l));
+    }
+}
+
+TEST(Trajectories, RejectsRaggedAndCorruptFiles) {
+    const auto bad = [](const std::string& text) {
+        std::istringstream in(text);
+        EXPECT_THROW((void)frugal::read_trajectories(in), frugal::runtime_error) << text;
+    };
+    bad("");
+    bad("layers 2\nquery 1\n0.1 0.2\n");                                        // no header
+    bad("frugal-trajectories 1\nlayers 0\n");                                    // zero layers
+    bad("frugal-trajectories 1\nlayers 2\n");                                    // no query
+    bad("frugal-trajectories 1\nlayers 2\nquery 2\n0.1 0.2\n0.3\n");            // ragged: short row
+    bad("frugal-trajectories 1\nlayers 2\nquery 1\n0.1 0.2 0.3\n");             // ragged: long row
+    bad("frugal-trajectories 1\nlayers 2\nquery 2\n0.1 0.2\n");                 // missing row
+    bad("frugal-trajectories 1\nlayers 2\nquery 1\n0.1 nan\n");                 // non-finite
+    bad("frugal-trajectories 1\nlayers 2\nquery 1\n0.1 abc\n");                 // unparsable
+    bad("frugal-trajectories 1\nlayers 2\nquery 1 extra\n0.1 0.2\n");           // bad query line
+    std::istringstream ok("# comment\n\nfrugal-trajectories 1\nlayers 2\nquery 1\n0.1 0.2\n");
+    EXPECT_EQ(frugal::read_trajectories(ok).queries.size(), 1u);
+    EXPECT_THROW((void)frugal::load_trajectories("/nonexistent/frugal/file.txt"), frugal::runtime_error);
+}
+
+TEST(EvaluatePruning, HandBuiltPoolsGiveHandComputedFigures) {
+    // 4 candidates x 3 layers, K = 2. After layer 1 two clear winners and two clear losers:
+    // the pruner terminates, having computed 4 of 12 candidate-layers.
+    frugal::trajectory_set set;
+    set.layers = 3;
+    set.queries.push_back(make_query({{0.90f, 0.9f, 0.9f}, {0.91f, 0.9f, 0.8f}, {0.10f, 0.1f, 0.1f}, {0.11f, 0.2f, 0.3f}}));
+    // same first layer, but candidate 3 overtakes candidate 1 by the final layer
+    set.queries.push_back(make_query({{0.90f, 0.9f, 0.9f}, {0.91f, 0.5f, 0.2f}, {0.10f, 0.1f, 0.1f}, {0.11f, 0.4f, 0.8f}}));
+    const auto ev = frugal::evaluate_pruning(set, 2, [] {
+        return frugal::cluster_pruner({.threshold = 0.5, .patience = 0});
+    });
+    EXPECT_EQ(ev.queries, 2u);
+    EXPECT_NEAR(ev.layer_compute_saved, 1.0 - 8.0 / 24.0, 1e-12);
+    EXPECT_NEAR(ev.precision_at_k, (1.0 + 0.5) / 2.0, 1e-12);
+    ASSERT_EQ(ev.mean_active_per_layer.size(), 3u);
+    EXPECT_EQ(ev.mean_active_per_layer[0], 4.0);
+    EXPECT_EQ(ev.mean_active_per_layer[1], 0.0);
+    // never pruning computes everything and is exact
+    const auto full = frugal::evaluate_pruning(set, 2, [] {
+        return frugal::cluster_pruner({.threshold = std::numeric_limits<double>::infinity()});
+    });
+    EXPECT_EQ(full.precision_at_k, 1.0);
+    EXPECT_EQ(full.layer_compute_saved, 0.0);
+    EXPECT_THROW((void)frugal::evaluate_pruning(set, 5, [] { return frugal::cluster_pruner(); }),
+                 frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::evaluate_pruning(set, 0, [] { return frugal::cluster_pruner(); }),
+                 frugal::invalid_argument);
+}
+
+TEST(Calibrate, AutomaticThresholdHoldsOnHeldBackQueries) {
+    frugal::synthetic_trajectory_options g{.queries = 120};
+    g.seed = 11;
+    const auto cal = frugal::generate_synthetic_trajectories(g);
+    g.seed = 12;
+    const auto test = frugal::generate_synthetic_trajectories(g);
+    const auto result = frugal::calibrate_threshold(cal, 10, 0.98, {.grid_points = 32});
+    ASSERT_TRUE(result.met);
+    EXPECT_GE(result.chosen.precision_at_k, 0.98);
+    // the lowest passing grid threshold: the next lower one fails
+    for (std::size_t i = 0; i + 1 < result.curve.size(); ++i)
+        if (result.curve[i + 1].threshold == result.threshold) {
+            EXPECT_LT(result.curve[i].precision_at_k, 0.98);
+        }
+    const auto applied = frugal::evaluate_pruning(test, 10, [&] {
+        return frugal::cluster_pruner({.threshold = result.threshold});
+    });
+    EXPECT_GE(applied.precision_at_k, 0.98 - 0.01);  // held-back queries, sampling slack
+    EXPECT_GT(applied.layer_compute_saved, 0.2);
+}
+
+TEST(Calibrate, HoeffdingBentkusPValueMatchesClosedForms) {
+    // zero observed loss: Hoeffding gives (1 - alpha)^n, Bentkus e (1 - alpha)^n
+    EXPECT_NEAR(frugal::detail::hoeffding_bentkus_p_value(0.0, 200, 0.01), std::pow(0.99, 200), 1e-12);
+    // observed loss above alpha: no evidence, p = min(1, e P(Binom(n, a) <= ceil(n r)))
+    EXPECT_NEAR(frugal::detail::hoeffding_bentkus_p_value(0.5, 10, 0.1), 1.0, 1e-12);
+    // n = 20, alpha = 0.2, r = 0.05 (1 failure): e * P(Binom(20, 0.2) <= 1) vs Hoeffding
+    const double binom = std::pow(0.8, 20) + 20 * 0.2 * std::pow(0.8, 19);
+    const double h = 0.05 * std::log(0.05 / 0.2) + 0.95 * std::log(0.95 / 0.8);
+    EXPECT_NEAR(frugal::detail::hoeffding_bentkus_p_value(0.05, 20, 0.2), std::min(std::exp(-20 * h), std::exp(1.0) * binom),
+                1e-12);
+}
+
+TEST(Calibrate, GuardedModeIsConservativeAndRefusesWhenUncertifiable) {
+    frugal::synthetic_trajectory_options g{.queries = 60};
+    const auto small = frugal::generate_synthetic_trajectories(g);
+    // 60 queries cannot certify a 1% risk at delta = 0.1 even with zero loss: never prune
+    const auto refused = frugal::calibrate_threshold(small, 10, 0.99, {.grid_points = 8, .delta = 0.1});
+    EXPECT_FALSE(refused.met);
+    EXPECT_TRUE(std::isinf(refused.threshold));
+    // a loose target is certifiable and no lower than the automatic choice
+    const auto guarded = frugal::calibrate_threshold(small, 10, 0.9, {.grid_points = 16, .delta = 0.1});
+    const auto automatic = frugal::calibrate_threshold(small, 10, 0.9, {.grid_points = 16});
+    ASSERT_TRUE(guarded.met);
+    EXPECT_GE(guarded.threshold, automatic.threshold);
+    EXPECT_THROW((void)frugal::calibrate_threshold(small, 10, 1.5), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::calibrate_threshold(small, 10, 0.9, {.delta = 0.0}), frugal::invalid_argument);
+}
+
+TEST(SyntheticTrajectories, DeterministicProbabilitiesThatDivergeWithDepth) {
+    frugal::synthetic_trajectory_options g{.queries = 30, .candidates = 12, .layers = 20, .seed = 5};
+    const auto a = frugal::generate_synthetic_trajectories(g);
+    const auto b = frugal::generate_synthetic_trajectories(g);
+    double early = 0.0, late = 0.0;
+    std::vector<float> col(12);
+    for (std::size_t q = 0; q < a.queries.size(); ++q) {
+        for (std::size_t c = 0; c < 12; ++c)
+            for (std::size_t l = 0; l < 20; ++l) {
+                ASSERT_EQ(a.queries[q].at(c, l), b.queries[q].at(c, l));
+                ASSERT_GT(a.queries[q].at(c, l), 0.0f);
+                ASSERT_LT(a.queries[q].at(c, l), 1.0f);
+            }
+        for (std::size_t l : {std::size_t{0}, std::size_t{19}}) {
+            for (std::size_t c = 0; c < 12; ++c) col[c] = a.queries[q].at(c, l);
+            (l == 0 ? early : late) += frugal::coefficient_of_variation(std::span<const float>(col));
+        }
+    }
+    EXPECT_LT(early, 0.5 * late);  // bundled early, spread late (GRATING Figure 2)
+    g.seed = 6;
+    EXPECT_NE(frugal::generate_synthetic_trajectories(g).queries[0].at(0, 0), a.queries[0].at(0, 0));
+    EXPECT_THROW((void)frugal::generate_synthetic_trajectories({.queries = 0}), frugal::invalid_argument);
+}
+
+}  // namespace

@@ -1,0 +1,187 @@
+// kmeans1d against brute force over every set partition, Lloyd as a floor, and the
+// dispersion statistics against hand-computed values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <frugal/prune/dispersion.hpp>
+#include <frugal/prune/kmeans1d.hpp>
+
+namespace {
+
+using frugal::kmeans1d;
+
+// Minimal SSE for each number of non-empty blocks 1..n over ALL set partitions of x
+// (restricted growth strings), not only the contiguous ones the DP considers.
+std::vector<double> brute_force_sse(const std::vector<double>& x) {
+    const std::size_t n = x.size();
+    std::vector<double> best(n + 1, std::numeric_limits<double>::infinity());
+    std::vector<std::size_t> a(n, 0), maxv(n, 0);
+    std::vector<double> sum(n), sq(n);
+    std::vector<std::size_t> cnt(n);
+    while (true) {
+        const std::size_t blocks = *std::max_element(a.begin(), a.end()) + 1;
+        std::fill(sum.begin(), sum.begin() + blocks, 0.0);
+        std::fill(sq.begin(), sq.begin() + blocks, 0.0);
+        std::fill(cnt.begin(), cnt.begin() + blocks, 0);
+        for (std::size_t i = 0; i < n; ++i) { sum[a[i]] += x[i]; ++cnt[a[i]]; }
+        double sse = 0.0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const double d = x[i] - sum[a[i]] / double(cnt[a[i]]);
+            sse += d * d;
+        }
+        best[blocks] = std::min(best[blocks], sse);
+        // next restricted growth string: a[i] <= 1 + max(a[0..i-1])
+        std::size_t i = n - 1;
+        while (i > 0 && a[i] == maxv[i - 1] + 1) --i;
+        if (i == 0) break;
+        ++a[i];
+        maxv[i] = std::max(maxv[i - 1], a[i]);
+        for (std::size_t j = i + 1; j < n; ++j) { a[j] = 0; maxv[j] = maxv[i]; }
+    }
+    return best;
+}
+
+void expect_matches_brute_force(const std::vector<double>& x) {
+    const auto best = brute_force_sse(x);
+    kmeans1d km;
+    km.fit(std::span<const double>(x), x.size());
+    double scale = 1.0;
+    for (double v : x) scale = std::max(scale, v * v);
+    for (std::size_t k = 1; k <= x.size(); ++k) {
+        EXPECT_NEAR(km.sse(k), best[k], 1e-9 * scale * double(x.size())) << "n = " << x.size() << " k = " << k;
+        const auto r = km.clustering(k);
+        EXPECT_NEAR(r.sse, best[k], 1e-9 * scale * double(x.size()));
+        // an independent recomputation of the reported partition's SSE
+        std::vector<double> s(k, 0.0);
+        std::vector<double> c(k, 0.0);
+        for (std::size_t i = 0; i < x.size(); ++i) { s[r.labels[i]] += x[i]; c[r.labels[i]] += 1; }
+        double sse = 0.0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            ASSERT_GT(c[r.labels[i]], 0);
+            const double d = x[i] - s[r.labels[i]] / c[r.labels[i]];
+            sse += d * d;
+        }
+        EXPECT_NEAR(sse, best[k], 1e-9 * scale * double(x.size()));
+    }
+}
+
+TEST(Kmeans1d, MatchesBruteForceOverAllPartitions) {
+    std::mt19937 rng(7);
+    std::normal_distribution<double> normal;
+    for (std::size_t n = 1; n <= 9; ++n) {
+        for (int rep = 0; rep < 3; ++rep) {
+            std::vector<double> x(n);
+            for (auto& v : x) v = normal(rng) * 3.0;
+            expect_matches_brute_force(x);
+        }
+    }
+}
+
+TEST(Kmeans1d, MatchesBruteForceAtTwelvePointsWithTiesAndOffset) {
+    // duplicates and a large common offset: the median shift keeps the prefix sums exact
+    std::vector<double> x = {1e4 + 0.5, 1e4 + 0.1, 1e4 + 0.5, 1e4 + 3.0, 1e4 + 2.9, 1e4 - 1.0,
+                             1e4 + 0.1, 1e4 + 7.5, 1e4 + 7.4, 1e4 - 1.2, 1e4 + 0.5, 1e4 + 3.1};
+    const auto best = brute_force_sse(x);
+    kmeans1d km;
+    km.fit(std::span<const double>(x), 12);
+    for (std::size_t k = 1; k <= 12; ++k) EXPECT_NEAR(km.sse(k), best[k], 1e-6) << "k = " << k;
+}
+
+TEST(Kmeans1d, NeverWorseThanLloydWithTenRestarts) {
+    std::mt19937 rng(11);
+    std::normal_distribution<double> normal;
+    for (int rep = 0; rep < 5; ++rep) {
+        std::vector<float> x(200);
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(normal(rng) + 4.0 * double(i % 5) * (rep % 2));
+        kmeans1d km;
+        km.fit(std::span<const float>(x), 8);
+        for (std::size_t k = 1; k <= 8; ++k) {
+            const auto lloyd = frugal::kmeans1d_lloyd(std::span<const float>(x), k, 10, 1234 + rep);
+            EXPECT_LE(km.sse(k), lloyd.sse * (1 + 1e-12) + 1e-9) << "rep " << rep << " k " << k;
+        }
+    }
+}
+
+TEST(Kmeans1d, BicMatchesDirectLikelihoodAndFindsSeparatedGroups) {
+    std::mt19937 rng(3);
+    std::normal_distribution<double> normal(0.0, 0.1);
+    std::vector<double> x;
+    for (double centre : {0.0, 3.0, 7.0})
+        for (int i = 0; i < 15; ++i) x.push_back(centre + normal(rng));
+    kmeans1d km;
+    km.fit(std::span<const double>(x), 8);
+    EXPECT_EQ(km.select_k_bic(), 3u);
+    // the likelihood evaluated point by point from the reported clustering
+    for (std::size_t k = 1; k <= 8; ++k) {
+        const auto r = km.clustering(k);
+        double loglik = 0.0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const std::size_t c = r.labels[i];
+            const double m = double(r.sizes[c]);
+            const double var = r.sizes[c] > 1 ? r.withinss[c] / (m - 1) : 0.0;
+            loglik += std::log(m / double(x.size()));
+            if (var > 0)
+                loglik += -0.5 * std::log(2 * M_PI * var) - (x[i] - r.centroids[c]) * (x[i] - r.centroids[c]) / (2 * var);
+        }
+        const double bic = 2 * loglik - (3.0 * double(k) - 1) * std::log(double(x.size()));
+        EXPECT_NEAR(km.bic(k), bic, 1e-6 * std::abs(bic)) << "k = " << k;
+    }
+}
+
+TEST(Kmeans1d, EqualScoresAndBadInput) {
+    std::vector<float> same(6, 0.25f);
+    kmeans1d km;
+    km.fit(std::span<const float>(same), 4);
+    EXPECT_EQ(km.select_k_bic(), 1u);
+    EXPECT_EQ(km.sse(3), 0.0);
+    std::vector<float> empty;
+    EXPECT_THROW(km.fit(std::span<const float>(empty), 2), frugal::invalid_argument);
+    std::vector<float> bad = {0.1f, std::numeric_limits<float>::quiet_NaN()};
+    EXPECT_THROW(km.fit(std::span<const float>(bad), 2), frugal::invalid_argument);
+    bad[1] = std::numeric_limits<float>::infinity();
+    EXPECT_THROW(km.fit(std::span<const float>(bad), 2), frugal::invalid_argument);
+    EXPECT_THROW(km.fit(std::span<const float>(same), 0), frugal::invalid_argument);
+    km.fit(std::span<const float>(same), 10);
+    EXPECT_EQ(km.k_max(), 6u);  // capped at the pool size
+    EXPECT_THROW((void)km.sse(7), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::kmeans1d_optimal(std::span<const float>(same), 7), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::kmeans1d_lloyd(std::span<const float>(same), 0, 1, 1), frugal::invalid_argument);
+}
+
+TEST(Dispersion, CoefficientOfVariationMatchesHandComputedValues) {
+    const std::vector<float> x = {1, 2, 3, 4};
+    EXPECT_NEAR(frugal::coefficient_of_variation(std::span<const float>(x)), std::sqrt(1.25) / 2.5, 1e-12);
+    const std::vector<double> neg = {-1, -2, -3, -4};  // |mean| in the denominator
+    EXPECT_NEAR(frugal::coefficient_of_variation(std::span<const double>(neg)), std::sqrt(1.25) / 2.5, 1e-12);
+    const std::vector<double> centred = {-1, 1};  // mean 0: the floor applies
+    EXPECT_NEAR(frugal::coefficient_of_variation(std::span<const double>(centred), 1e-3), 1e3, 1e-9);
+    EXPECT_GT(frugal::coefficient_of_variation(std::span<const double>(centred)), 1e11);
+    const std::vector<double> same = {0.3, 0.3, 0.3};
+    EXPECT_EQ(frugal::coefficient_of_variation(std::span<const double>(same)), 0.0);
+}
+
+TEST(Dispersion, RobustAlternativeIgnoresOneOutlier) {
+    const std::vector<double> x = {1, 2, 3, 4, 100};  // median 3, |dev| {2,1,0,1,97}: MAD 1
+    EXPECT_NEAR(frugal::robust_coefficient_of_variation(std::span<const double>(x)), 1.4826 / 3.0, 1e-12);
+    const std::vector<double> even = {1, 2, 4, 8};  // median 3, |dev| {2,1,1,5}: MAD 1.5
+    EXPECT_NEAR(frugal::dispersion(std::span<const double>(even), frugal::dispersion_measure::robust_cv),
+                1.4826 * 1.5 / 3.0, 1e-12);
+    EXPECT_GT(frugal::coefficient_of_variation(std::span<const double>(x)), 1.0);
+}
+
+TEST(Dispersion, RejectsBadInput) {
+    const std::vector<float> empty;
+    EXPECT_THROW((void)frugal::coefficient_of_variation(std::span<const float>(empty)), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::robust_coefficient_of_variation(std::span<const float>(empty)), frugal::invalid_argument);
+    const std::vector<float> nan = {1.0f, std::nanf("")};
+    EXPECT_THROW((void)frugal::coefficient_of_variation(std::span<const float>(nan)), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::robust_coefficient_of_variation(std::span<const float>(nan)), frugal::invalid_argument);
+    const std::vector<float> ok = {1.0f, 2.0f};
+    EXPECT_THROW((void)frugal::coefficient_of_variation(std::span<const float>(ok), -1.0), frugal::invalid_argument);
+}
+
+}  // namespace
