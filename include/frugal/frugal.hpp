@@ -14,3 +14,12 @@
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
+
+// attention
+#include "frugal/attention/heads_view.hpp"
+#include "frugal/attention/host_device.hpp"
+#include "frugal/attention/masks.hpp"
+#include "frugal/attention/online_softmax.hpp"
+#include "frugal/attention/parallel_for.hpp"
+#include "frugal/attention/tiled_attention.hpp"
+#include "frugal/schedule/attention_plan.hpp"
