@@ -22,4 +22,6 @@
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/attention/parallel_for.hpp"
 #include "frugal/attention/tiled_attention.hpp"
+#include "frugal/attention/staged_attention.hpp"
 #include "frugal/schedule/attention_plan.hpp"
+#include "frugal/schedule/memory_model.hpp"

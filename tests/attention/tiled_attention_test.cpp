@@ -1,3 +1,4 @@
+#include <frugal/attention/staged_attention.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
 
@@ -48,6 +49,7 @@ struct case_spec {
     std::size_t budget = 16u << 20;
     std::size_t q_tile = 16, kv_tile = 32;
     frugal::softmax_base base = frugal::softmax_base::e;
+    bool staged = false;  // run HyperGen's staged baseline (budget = device limit) instead
 };
 
 template <class Backend = frugal::eigen::attention_backend>
@@ -58,10 +60,16 @@ double max_error(const case_spec& c, double* lse_error = nullptr, Backend backen
     std::vector<float> lse(sh.q_heads * sh.q_len, std::numeric_limits<float>::quiet_NaN());
     attention_options opt{.mask = c.mask, .lse_base = c.base, .threads = c.threads, .q_tile = c.q_tile,
                           .kv_tile = c.kv_tile};
-    const auto plan = frugal::tiled_attention::plan(sh, opt, memory_budget(c.budget));
-    EXPECT_LE(plan.workspace_bytes(), c.budget);
-    frugal::tiled_attention::run(plan, backend, q.view(), k.view(), v.view(), out.view(),
-                                 frugal::matrix_view<float>(lse.data(), sh.q_heads, sh.q_len));
+    if (c.staged) {
+        const auto plan = frugal::staged_attention::plan(sh, opt, memory_budget(c.budget));
+        EXPECT_LE(plan.device_bytes(), c.budget);
+        frugal::staged_attention::run(plan, backend, q.view(), k.view(), v.view(), out.view());
+    } else {
+        const auto plan = frugal::tiled_attention::plan(sh, opt, memory_budget(c.budget));
+        EXPECT_LE(plan.workspace_bytes(), c.budget);
+        frugal::tiled_attention::run(plan, backend, q.view(), k.view(), v.view(), out.view(),
+                                     frugal::matrix_view<float>(lse.data(), sh.q_heads, sh.q_len));
+    }
     const auto want = frugal::testing::ref_attention(
         sh.q_heads, sh.kv_heads, sh.q_len, sh.kv_len, sh.head_dim, 1.0 / std::sqrt(double(sh.head_dim)), c.ref,
         [&](auto h, auto t, auto x) { return q.get(h, t, x); }, [&](auto h, auto t, auto x) { return k.get(h, t, x); },
@@ -76,6 +84,7 @@ double max_error(const case_spec& c, double* lse_error = nullptr, Backend backen
             const double wl = want.lse[h * sh.q_len + i];
             const double got = lse[h * sh.q_len + i];
             const double conv = c.base == frugal::softmax_base::two ? std::log(2.0) : 1.0;
+            if (c.staged) continue;  // the staged baseline has no LSE output
             if (std::isinf(wl)) {
                 if (got != -INFINITY) lerr = INFINITY;
             } else {
@@ -214,6 +223,34 @@ TEST(TiledAttention, BadInputGetsAClearError) {
                                               std::span<float>(ws)),
                  frugal::invalid_argument);
     EXPECT_THROW((void)heads_view<float>(q.data.data(), 4, 8, 4, 4, 3), frugal::invalid_argument);
+}
+
+TEST(StagedAttention, MatchesFloat64UnderSmallDeviceLimits) {
+    // Limits that force 1-row and few-row groups; causal with more keys than queries.
+    for (std::size_t limit : {std::size_t(2 * 90 * 4), std::size_t(4000), std::size_t(1u << 20)})
+        for (std::size_t threads : {1, 2}) {
+            EXPECT_LT(max_error({.shape = shape(4, 2, 31, 90, 24), .mask = attention_mask::causal(),
+                                 .ref = {ref_mask::bottom_right}, .pad = 3, .threads = threads,
+                                 .budget = limit * threads, .staged = true}),
+                      2e-5)
+                << "limit " << limit << " threads " << threads;
+        }
+    EXPECT_LT(max_error({.shape = shape(2, 2, 20, 20, 8), .staged = true}), 2e-5);
+}
+
+TEST(StagedAttention, PlanSizesGroupsToTheLimitAndNamesTheMinimum) {
+    const auto sh = shape(2, 2, 100, 50, 10);
+    const auto p = frugal::staged_attention::plan(sh, {}, memory_budget(4000));
+    EXPECT_EQ(p.score_rows, 4000u / 4 / 50);
+    EXPECT_EQ(p.softmax_rows, 4000u / 4 / 100);
+    EXPECT_EQ(p.output_rows, 4000u / 4 / 60);
+    EXPECT_EQ(p.host_bytes(), 2u * 100 * 50 * 4);
+    try {
+        (void)frugal::staged_attention::plan(sh, {}, memory_budget(399));
+        FAIL();
+    } catch (const frugal::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("400"), std::string::npos) << e.what();
+    }
 }
 
 }  // namespace
