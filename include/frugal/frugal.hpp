@@ -20,6 +20,7 @@
 #include "frugal/attention/host_device.hpp"
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/online_softmax.hpp"
+#include "frugal/attention/out_of_core.hpp"
 #include "frugal/attention/parallel_for.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/attention/staged_attention.hpp"

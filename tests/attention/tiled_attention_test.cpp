@@ -1,3 +1,4 @@
+#include <frugal/attention/out_of_core.hpp>
 #include <frugal/attention/staged_attention.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
@@ -5,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -50,6 +52,7 @@ struct case_spec {
     std::size_t q_tile = 16, kv_tile = 32;
     frugal::softmax_base base = frugal::softmax_base::e;
     bool staged = false;  // run HyperGen's staged baseline (budget = device limit) instead
+    int streamed = 0;     // 1: out-of-core from host memory, 2: from a file (budget = whole workspace)
 };
 
 template <class Backend = frugal::eigen::attention_backend>
@@ -60,7 +63,22 @@ double max_error(const case_spec& c, double* lse_error = nullptr, Backend backen
     std::vector<float> lse(sh.q_heads * sh.q_len, std::numeric_limits<float>::quiet_NaN());
     attention_options opt{.mask = c.mask, .lse_base = c.base, .threads = c.threads, .q_tile = c.q_tile,
                           .kv_tile = c.kv_tile};
-    if (c.staged) {
+    if (c.streamed != 0) {
+        const auto plan = frugal::out_of_core_attention::plan(sh, opt, memory_budget(c.budget));
+        EXPECT_LE(plan.workspace_bytes(), c.budget);
+        EXPECT_LT(plan.kv_block, sh.kv_len);  // the test budgets really force streaming
+        const auto lv = frugal::matrix_view<float>(lse.data(), sh.q_heads, sh.q_len);
+        if (c.streamed == 1) {
+            frugal::memory_kv_source src(k.view(), v.view());
+            frugal::out_of_core_attention::run(plan, backend, q.view(), src, out.view(), lv);
+        } else {
+            const auto path = std::filesystem::path(::testing::TempDir()) / "frugal_attention_stream.kv";
+            frugal::write_kv_file(path, k.view(), v.view());
+            frugal::file_kv_source src(path, sh.kv_heads, sh.kv_len, sh.head_dim);
+            frugal::out_of_core_attention::run(plan, backend, q.view(), src, out.view(), lv);
+            std::filesystem::remove(path);
+        }
+    } else if (c.staged) {
         const auto plan = frugal::staged_attention::plan(sh, opt, memory_budget(c.budget));
         EXPECT_LE(plan.device_bytes(), c.budget);
         frugal::staged_attention::run(plan, backend, q.view(), k.view(), v.view(), out.view());
@@ -251,6 +269,83 @@ TEST(StagedAttention, PlanSizesGroupsToTheLimitAndNamesTheMinimum) {
     } catch (const frugal::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("400"), std::string::npos) << e.what();
     }
+}
+
+TEST(OutOfCoreAttention, StreamedKvBlocksMatchFloat64FromMemoryAndFromAFile) {
+    for (int streamed : {1, 2}) {
+        double lse_err = 0;
+        // Budget: row states (2 * group * q_len floats) + a small tile workspace + a few KV rows.
+        EXPECT_LT(max_error({.shape = shape(4, 2, 40, 150, 16), .mask = attention_mask::causal(),
+                             .ref = {ref_mask::bottom_right}, .pad = 2, .threads = 2, .budget = 6000,
+                             .streamed = streamed},
+                            &lse_err),
+                  2e-5)
+            << "source " << streamed;
+        EXPECT_LT(lse_err, 2e-5);
+        EXPECT_LT(max_error({.shape = shape(2, 2, 60, 60, 8), .mask = attention_mask::sliding_window(7),
+                             .ref = {ref_mask::bottom_right, 0, 7}, .budget = 3000, .streamed = streamed}),
+                  2e-5);
+    }
+}
+
+TEST(OutOfCoreAttention, PrefixPlusSuffixMergedEqualsFullCausalAttention) {
+    // A cached prefix (on disk) and a new suffix: suffix queries see every prefix key and
+    // their own keys causally. Two partial results merged == causal attention over both.
+    const std::size_t heads = 2, prefix = 70, suffix = 25, d = 16;
+    padded_tensor q(heads, suffix, d, 0, 1), k(heads, prefix + suffix, d, 0, 2), v(heads, prefix + suffix, d, 0, 3);
+    const auto kv_part = [&](padded_tensor& t, std::size_t b, std::size_t n) {
+        return heads_view<const float>(t.data.data() + b * heads * d, heads, n, d, d, heads * d);
+    };
+    const auto path = std::filesystem::path(::testing::TempDir()) / "frugal_attention_prefix.kv";
+    frugal::write_kv_file(path, kv_part(k, 0, prefix), kv_part(v, 0, prefix));
+    frugal::file_kv_source cached(path, heads, prefix, d);
+
+    std::vector<float> out(heads * suffix * d), lse(heads * suffix), own(heads * suffix * d), own_lse(heads * suffix);
+    const auto ov = heads_view<float>::head_major(out.data(), heads, suffix, d);
+    const auto own_v = heads_view<float>::head_major(own.data(), heads, suffix, d);
+    const frugal::eigen::attention_backend cpu;
+    const attention_shape prefix_shape = shape(heads, heads, suffix, prefix, d);
+    frugal::out_of_core_attention::run(frugal::out_of_core_attention::plan(prefix_shape, {}, memory_budget(4000)), cpu,
+                                       q.view(), cached, ov, frugal::matrix_view<float>(lse.data(), heads, suffix));
+    const attention_shape suffix_shape = shape(heads, heads, suffix, suffix, d);
+    frugal::tiled_attention::run(
+        frugal::tiled_attention::plan(suffix_shape, {.mask = attention_mask::causal(causal_alignment::top_left)},
+                                      memory_budget::mib(1)),
+        cpu, q.view(), kv_part(k, prefix, suffix), kv_part(v, prefix, suffix), own_v,
+        frugal::matrix_view<float>(own_lse.data(), heads, suffix));
+    frugal::out_of_core_attention::merge_partial<frugal::softmax_base::e>(
+        ov, frugal::matrix_view<float>(lse.data(), heads, suffix), own_v,
+        frugal::matrix_view<const float>(own_lse.data(), heads, suffix));
+    std::filesystem::remove(path);
+
+    const auto want = frugal::testing::ref_attention(
+        heads, heads, suffix, prefix + suffix, d, 1.0 / std::sqrt(double(d)), {ref_mask::bottom_right},
+        [&](auto h, auto t, auto x) { return q.get(h, t, x); }, [&](auto h, auto t, auto x) { return k.get(h, t, x); },
+        [&](auto h, auto t, auto x) { return v.get(h, t, x); });
+    for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want.out[i], 2e-5) << i;
+    for (std::size_t i = 0; i < lse.size(); ++i) ASSERT_NEAR(lse[i], want.lse[i], 2e-5) << i;
+}
+
+TEST(OutOfCoreAttention, BadInputGetsAClearError) {
+    const auto sh = shape(2, 1, 10, 30, 4);
+    try {
+        (void)frugal::out_of_core_attention::plan(sh, {}, memory_budget(100));
+        FAIL();
+    } catch (const frugal::invalid_argument& e) {
+        const std::size_t minimum = 2 * 2 * 10 * 4 + frugal::attention_plan::minimum_bytes() + 2 * 4 * 4;
+        EXPECT_NE(std::string(e.what()).find(std::to_string(minimum)), std::string::npos) << e.what();
+    }
+    padded_tensor k(1, 30, 4, 0, 2), v(1, 30, 4, 0, 3), q(2, 10, 4, 0, 1), out(2, 10, 4, 0, 4);
+    const auto path = std::filesystem::path(::testing::TempDir()) / "frugal_attention_bad.kv";
+    frugal::write_kv_file(path, k.view(), v.view());
+    EXPECT_THROW(frugal::file_kv_source(path, 1, 31, 4), frugal::runtime_error);  // the file is too short
+    frugal::file_kv_source wrong(path, 2, 15, 4);
+    const auto plan = frugal::out_of_core_attention::plan(sh, {}, memory_budget::mib(1));
+    EXPECT_THROW(frugal::out_of_core_attention::run(plan, frugal::eigen::attention_backend{}, q.view(), wrong,
+                                                    out.view()),
+                 frugal::invalid_argument);
+    std::filesystem::remove(path);
+    EXPECT_THROW(frugal::file_kv_source(path, 1, 30, 4), frugal::runtime_error);  // gone
 }
 
 }  // namespace

@@ -73,6 +73,51 @@ inline void apply_mask(matrix_view<float> s, const attention_mask& mask, std::in
     }
 }
 
+/// The operands of one query tile: its Q rows, the K/V rows it reads (row 0 is key
+/// `key_base`), its output rows (the unnormalized accumulator) and its score tile buffer.
+struct tile_operands {
+    matrix_view<const float> q, k, v;
+    matrix_view<float> o, s;
+};
+
+/// The running online-softmax state of one query tile's rows.
+struct tile_state {
+    std::span<float> m, l, alpha;
+    bool& any_key;  ///< whether `o` holds accumulated rows yet (else the first P V overwrites it)
+};
+
+/// Folds keys [k_begin, k_end) (global indices; `ops.k` row 0 is key `key_base`) into the
+/// tile state, KV tile by KV tile: skipped tiles cost nothing, diagonal tiles are masked.
+template <class Backend>
+void attend_keys(Backend& backend, const tile_operands& ops, tile_state st, const attention_mask& mask,
+                 std::int64_t q0, std::int64_t q_len, std::int64_t kv_len, std::size_t key_base, std::size_t k_begin,
+                 std::size_t k_end, float scale) {
+    const std::size_t rows = ops.q.rows(), kt = ops.s.cols();
+    const std::int64_t q1 = q0 + static_cast<std::int64_t>(rows);
+    for (std::size_t k0 = k_begin; k0 < k_end; k0 += kt) {
+        const std::size_t cols = std::min(kt, k_end - k0);
+        const auto cover = mask.classify(q0, q1, static_cast<std::int64_t>(k0), static_cast<std::int64_t>(k0 + cols),
+                                         q_len, kv_len);
+        if (cover == tile_coverage::skip) continue;
+        const matrix_view<float> s(ops.s.data(), rows, cols, kt);
+        backend.gemm(ops.q, transpose::no, ops.k.row_block(k0 - key_base, cols), transpose::yes, s, scale, 0.0f);
+        if (cover == tile_coverage::partial) apply_mask(s, mask, q0, static_cast<std::int64_t>(k0), q_len, kv_len);
+        if constexpr (online_softmax_backend<std::remove_cvref_t<Backend>>) {
+            backend.online_softmax_tile(s, st.m, st.l, st.alpha);
+        } else {
+            online_softmax_tile(s, st.m, st.l, st.alpha);
+        }
+        if (st.any_key) {
+            for (std::size_t r = 0; r < rows; ++r) {
+                if (st.alpha[r] != 1.0f) for (float& x : ops.o.row(r)) x *= st.alpha[r];
+            }
+        }
+        backend.gemm(matrix_view<const float>(s), transpose::no, ops.v.row_block(k0 - key_base, cols), transpose::no,
+                     ops.o, 1.0f, st.any_key ? 1.0f : 0.0f);
+        st.any_key = true;
+    }
+}
+
 /// Writes the normalized output rows and, when wanted, their log-sum-exp.
 inline void finish_rows(matrix_view<float> o, std::span<const float> m, std::span<const float> l, bool any_key,
                         std::span<float> lse, softmax_base base) {
@@ -87,23 +132,29 @@ inline void finish_rows(matrix_view<float> o, std::span<const float> m, std::spa
     }
 }
 
-/// Checks that the views match the plan's shape.
-inline void check_attention_views(const attention_shape& sh, const heads_view<const float>& q,
-                                  const heads_view<const float>& k, const heads_view<const float>& v,
-                                  const heads_view<float>& out, const matrix_view<float>& lse, const char* who) {
+/// Checks that the query-side views match the plan's shape.
+inline void check_query_views(const attention_shape& sh, const heads_view<const float>& q,
+                              const heads_view<float>& out, const matrix_view<float>& lse, const char* who) {
     FRUGAL_CHECK(q.heads() == sh.q_heads && q.tokens() == sh.q_len && q.dim() == sh.head_dim, who, ": q is ",
                  q.heads(), " heads x ", q.tokens(), " x ", q.dim(), ", the plan expects ", sh.q_heads, " x ",
                  sh.q_len, " x ", sh.head_dim);
     FRUGAL_CHECK(out.heads() == sh.q_heads && out.tokens() == sh.q_len && out.dim() == sh.head_dim, who,
                  ": out is ", out.heads(), " heads x ", out.tokens(), " x ", out.dim(), ", the plan expects ",
                  sh.q_heads, " x ", sh.q_len, " x ", sh.head_dim);
+    FRUGAL_CHECK(lse.empty() || (lse.rows() == sh.q_heads && lse.cols() == sh.q_len), who, ": lse is ", lse.rows(),
+                 " x ", lse.cols(), ", expected empty or ", sh.q_heads, " x ", sh.q_len);
+}
+
+/// Checks that all views match the plan's shape.
+inline void check_attention_views(const attention_shape& sh, const heads_view<const float>& q,
+                                  const heads_view<const float>& k, const heads_view<const float>& v,
+                                  const heads_view<float>& out, const matrix_view<float>& lse, const char* who) {
+    check_query_views(sh, q, out, lse, who);
     for (const auto* kv : {&k, &v}) {
         FRUGAL_CHECK(kv->heads() == sh.kv_heads && kv->tokens() == sh.kv_len && kv->dim() == sh.head_dim, who,
                      ": ", kv == &k ? "k" : "v", " is ", kv->heads(), " heads x ", kv->tokens(), " x ", kv->dim(),
                      ", the plan expects ", sh.kv_heads, " x ", sh.kv_len, " x ", sh.head_dim);
     }
-    FRUGAL_CHECK(lse.empty() || (lse.rows() == sh.q_heads && lse.cols() == sh.q_len), who, ": lse is ", lse.rows(),
-                 " x ", lse.cols(), ", expected empty or ", sh.q_heads, " x ", sh.q_len);
 }
 
 }  // namespace detail
@@ -162,30 +213,8 @@ void run(const attention_plan& plan, Backend&& backend, heads_view<const float> 
         const auto k_begin = static_cast<std::size_t>(mask.key_begin(iq0, q_len, kv_len));
         const auto k_end = static_cast<std::size_t>(mask.key_end(iq1 - 1, q_len, kv_len));
         bool any_key = false;
-        for (std::size_t k0 = k_begin; k0 < k_end; k0 += kt) {
-            const std::size_t cols = std::min(kt, k_end - k0);
-            const auto cover = mask.classify(iq0, iq1, static_cast<std::int64_t>(k0),
-                                             static_cast<std::int64_t>(k0 + cols), q_len, kv_len);
-            if (cover == tile_coverage::skip) continue;
-            const matrix_view<float> s(ws, rows, cols, kt);
-            backend.gemm(qh, transpose::no, kh.row_block(k0, cols), transpose::yes, s, scale, 0.0f);
-            if (cover == tile_coverage::partial) {
-                detail::apply_mask(s, mask, iq0, static_cast<std::int64_t>(k0), q_len, kv_len);
-            }
-            if constexpr (online_softmax_backend<std::remove_cvref_t<Backend>>) {
-                backend.online_softmax_tile(s, m, l, alpha);
-            } else {
-                detail::online_softmax_tile(s, m, l, alpha);
-            }
-            if (any_key) {
-                for (std::size_t r = 0; r < rows; ++r) {
-                    if (alpha[r] != 1.0f) for (float& x : o.row(r)) x *= alpha[r];
-                }
-            }
-            backend.gemm(matrix_view<const float>(s), transpose::no, vh.row_block(k0, cols), transpose::no, o, 1.0f,
-                         any_key ? 1.0f : 0.0f);
-            any_key = true;
-        }
+        detail::attend_keys(backend, {qh, kh, vh, o, matrix_view<float>(ws, rows, kt)}, {m, l, alpha, any_key},
+                            mask, iq0, q_len, kv_len, 0, k_begin, k_end, scale);
         detail::finish_rows(o, m, l, any_key, lse.empty() ? std::span<float>{} : lse.row(h).subspan(q0, rows),
                             plan.options().lse_base);
     });
