@@ -15,6 +15,16 @@
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
 
+// attention
+#include "frugal/attention/heads_view.hpp"
+#include "frugal/attention/host_device.hpp"
+#include "frugal/attention/masks.hpp"
+#include "frugal/attention/online_softmax.hpp"
+#include "frugal/attention/out_of_core.hpp"
+#include "frugal/attention/parallel_for.hpp"
+#include "frugal/attention/staged_attention.hpp"
+#include "frugal/attention/tiled_attention.hpp"
+
 // draft
 #include "frugal/draft/calibration.hpp"
 #include "frugal/draft/drafter.hpp"
@@ -57,8 +67,10 @@
 #include "frugal/stream/layer_window.hpp"
 
 // schedule
+#include "frugal/schedule/attention_plan.hpp"
 #include "frugal/schedule/chunk_plan.hpp"
 #include "frugal/schedule/graph_switch.hpp"
+#include "frugal/schedule/memory_model.hpp"
 #include "frugal/schedule/placement.hpp"
 #include "frugal/schedule/substage.hpp"
 #include "frugal/schedule/timeline.hpp"

@@ -1,0 +1,93 @@
+#include <frugal/attention/masks.hpp>
+
+#include <gtest/gtest.h>
+
+#include "attention_reference.hpp"
+
+namespace {
+
+using frugal::attention_mask;
+using frugal::causal_alignment;
+using frugal::tile_coverage;
+using frugal::testing::ref_mask;
+using frugal::testing::ref_mask_spec;
+using frugal::testing::ref_visible;
+
+struct mask_case {
+    attention_mask mask;
+    ref_mask_spec ref;
+};
+
+std::vector<mask_case> all_masks() {
+    return {
+        {attention_mask::none(), {ref_mask::none}},
+        {attention_mask::causal(causal_alignment::top_left), {ref_mask::top_left}},
+        {attention_mask::causal(causal_alignment::bottom_right), {ref_mask::bottom_right}},
+        {attention_mask::causal(causal_alignment::offset, 5), {ref_mask::offset, 5}},
+        {attention_mask::causal(causal_alignment::offset, -3), {ref_mask::offset, -3}},
+        {attention_mask::sliding_window(4, causal_alignment::top_left), {ref_mask::top_left, 0, 4}},
+        {attention_mask::sliding_window(7, causal_alignment::bottom_right), {ref_mask::bottom_right, 0, 7}},
+        {attention_mask::sliding_window(1, causal_alignment::offset, 2), {ref_mask::offset, 2, 1}},
+    };
+}
+
+const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 1}, {9, 9}, {5, 17}, {17, 5}, {13, 30}};
+
+TEST(AttentionMask, VisibleMatchesTheDefinitionForEveryAlignmentAndWindow) {
+    for (const auto& [mask, ref] : all_masks())
+        for (const auto& [sq, skv] : shapes)
+            for (std::int64_t i = 0; i < sq; ++i)
+                for (std::int64_t j = 0; j < skv; ++j)
+                    ASSERT_EQ(mask.visible(i, j, sq, skv), ref_visible(ref, i, j, sq, skv))
+                        << "i " << i << " j " << j << " sq " << sq << " skv " << skv << " window " << mask.window;
+}
+
+TEST(AttentionMask, BottomRightPutsTheLastQueryOnTheLastKey) {
+    const auto m = attention_mask::causal(causal_alignment::bottom_right);
+    EXPECT_TRUE(m.visible(3, 11, 4, 12));
+    EXPECT_FALSE(m.visible(2, 11, 4, 12));
+    EXPECT_TRUE(m.visible(0, 8, 4, 12));
+    EXPECT_FALSE(m.visible(0, 9, 4, 12));
+    // More queries than keys: the first rows see nothing.
+    EXPECT_EQ(m.key_end(0, 6, 4) - m.key_begin(0, 6, 4), 0);
+}
+
+TEST(AttentionMask, TileCoverageAgreesWithBruteForce) {
+    for (const auto& [mask, ref] : all_masks())
+        for (const auto& [sq, skv] : shapes)
+            for (std::int64_t tq : {1, 3, 4})
+                for (std::int64_t tk : {1, 2, 5})
+                    for (std::int64_t q0 = 0; q0 < sq; q0 += tq)
+                        for (std::int64_t k0 = 0; k0 < skv; k0 += tk) {
+                            const std::int64_t q1 = std::min(sq, q0 + tq), k1 = std::min(skv, k0 + tk);
+                            std::int64_t seen = 0;
+                            for (std::int64_t i = q0; i < q1; ++i)
+                                for (std::int64_t j = k0; j < k1; ++j) seen += ref_visible(ref, i, j, sq, skv);
+                            const auto c = mask.classify(q0, q1, k0, k1, sq, skv);
+                            const std::int64_t all = (q1 - q0) * (k1 - k0);
+                            if (c == tile_coverage::skip) { ASSERT_EQ(seen, 0); }
+                            if (c == tile_coverage::full) { ASSERT_EQ(seen, all); }
+                            // Skipping must be exact: a tile with no visible pair is never computed
+                            // unless some row's range is empty inside it (narrow windows).
+                            if (seen == 0 && mask.window == 0) { ASSERT_EQ(c, tile_coverage::skip); }
+                            if (seen == all) { ASSERT_EQ(c, tile_coverage::full); }
+                        }
+}
+
+TEST(AttentionMask, VisiblePairsCountsTheMask) {
+    for (const auto& [mask, ref] : all_masks())
+        for (const auto& [sq, skv] : shapes) {
+            std::uint64_t want = 0;
+            for (std::int64_t i = 0; i < sq; ++i)
+                for (std::int64_t j = 0; j < skv; ++j) want += ref_visible(ref, i, j, sq, skv);
+            EXPECT_EQ(mask.visible_pairs(sq, skv), want);
+        }
+    EXPECT_EQ(attention_mask::causal().visible_pairs(4096, 4096), 4096ull * 4097 / 2);
+}
+
+TEST(AttentionMask, RejectsANonPositiveWindow) {
+    EXPECT_THROW((void)attention_mask::sliding_window(0), frugal::invalid_argument);
+    EXPECT_THROW((void)attention_mask::sliding_window(-2), frugal::invalid_argument);
+}
+
+}  // namespace
