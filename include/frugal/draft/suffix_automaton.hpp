@@ -140,11 +140,17 @@ public:
     }
 
     /// Appends every token of `tokens` in order.
+    /// @code
+    /// sam.append(std::span<const int>(prompt));
+    /// @endcode
     void append(std::span<const Token> tokens) {
         for (Token t : tokens) append(t);
     }
 
     /// Target of the transition from `s` by `token`, or `no_state`.
+    /// @code
+    /// auto s = sam.next(sam.root, 42);   // the state of "42", if it occurs
+    /// @endcode
     [[nodiscard]] state_id next(state_id s, Token token) const noexcept {
         FRUGAL_ASSERT(s < meta_.size());
         if (s == root && dense(token)) {
@@ -157,6 +163,9 @@ public:
     }
 
     /// The state of `pattern`, or `no_state` when it does not occur.
+    /// @code
+    /// auto s = sam.find(pattern); if (s != frugal::draft::no_state) n = sam.count(s);
+    /// @endcode
     [[nodiscard]] state_id find(std::span<const Token> pattern) const noexcept {
         state_id s = root;
         for (Token t : pattern) {
@@ -350,6 +359,9 @@ public:
     explicit suffix_matcher(const suffix_automaton<Token>& automaton) noexcept : sam_(&automaton) {}
 
     /// Extends the match by `token`, shortening it through suffix links when needed.
+    /// @code
+    /// m.advance(bonus_token);  if (m.length() >= 2) draft = sam.continuation(m.last_end(), 8);
+    /// @endcode
     void advance(Token token) noexcept {
         normalize();
         while (true) {
