@@ -344,7 +344,8 @@ private:
 /// Advance it by accepted tokens only (never by rejected draft tokens). To match a
 /// sequence against earlier parts of itself (the per-request context), advance the matcher
 /// with a token *before* appending that token to the automaton: the match is then the
-/// longest suffix with an earlier occurrence, and `last_end()` is that earlier occurrence.
+/// longest suffix with an earlier occurrence, and `last_end()`, read before the append, is
+/// that earlier occurrence (`suffix_automaton::repeat_*` gives the same for free).
 /// The matcher stays valid while the automaton grows (states split by later appends are
 /// followed through their suffix links).
 /// @code
@@ -368,12 +369,10 @@ public:
             if (const state_id n = sam_->next(state_, token); n != no_state) {
                 state_ = n;
                 ++length_;
-                end_ = sam_->last_end(n);
                 return;
             }
             if (state_ == suffix_automaton<Token>::root) {
                 length_ = 0;
-                end_ = no_position;
                 return;
             }
             state_ = sam_->link(state_);
@@ -390,7 +389,6 @@ public:
     void reset() noexcept {
         state_ = suffix_automaton<Token>::root;
         length_ = 0;
-        end_ = no_position;
     }
 
     /// The state holding the matched suffix (after any splits since the last advance).
@@ -400,9 +398,12 @@ public:
     }
     /// Length of the matched suffix (0: no match).
     [[nodiscard]] std::uint32_t length() const noexcept { return length_; }
-    /// End position of the most recent occurrence of the match at the time it was made
-    /// (`no_position` when there is no match).
-    [[nodiscard]] std::uint32_t last_end() const noexcept { return end_; }
+    /// End position of the most recent occurrence of the match in the automaton as it is
+    /// now (`no_position` when there is no match). Read it before appending the matched
+    /// token to the same automaton to get the earlier occurrence.
+    [[nodiscard]] std::uint32_t last_end() noexcept {
+        return length_ == 0 ? no_position : sam_->last_end(state());
+    }
     /// The automaton matched against.
     [[nodiscard]] const suffix_automaton<Token>& automaton() const noexcept { return *sam_; }
 
@@ -417,7 +418,6 @@ private:
     const suffix_automaton<Token>* sam_;
     state_id state_ = suffix_automaton<Token>::root;
     std::uint32_t length_ = 0;
-    std::uint32_t end_ = no_position;
     std::size_t seen_size_ = 0;
 };
 
