@@ -44,8 +44,8 @@ inline constexpr std::uint32_t no_position = std::numeric_limits<std::uint32_t>:
 /// Complexity: the automaton itself is amortized O(1) per `append` (at most 2n states,
 /// 3n transitions). Keeping `count` and `last_end` exact online means adding the new end
 /// position to every state on the suffix-link path of the new prefix: O(d) per append,
-/// where d is the number of distinct endpos classes among the text's suffixes, which is
-/// at most one more than the longest suffix of the text that occurred before. On natural
+/// where d is the number of distinct endpos classes among the text's suffixes, at most
+/// two more than the length of the longest suffix that occurred before. On natural
 /// text d is a small constant (measured by `frugal-bench draft`); on periodic text of
 /// period p it grows as n / p, so O(n^2 / p) total in the worst case.
 /// @code
