@@ -317,6 +317,9 @@ TEST(Calibration, BadInput) {
     preds[2].prob = 1.5f;
     EXPECT_THROW(calibrated_source<int>(context, preds, 3), frugal::invalid_argument);
     EXPECT_THROW(calibrated_source<int>(context, preds, 0), frugal::invalid_argument);
+    preds[2].prob = 0.5f;
+    EXPECT_THROW(calibrated_source<int>(context, preds, 3, {.min_prob = std::nanf("")}), frugal::invalid_argument);
+    EXPECT_NO_THROW(calibrated_source<int>(context, preds, 3));
 }
 }  // namespace calibration_cases
 

@@ -225,6 +225,40 @@ TEST(SuffixMatcher, SelfMatchOnRandomText) {
     }
 }
 
+TEST(SuffixAutomaton, RepeatAcrossDocumentsMatchesOracle) {
+    // In a generalized automaton the repeat is the longest suffix of the current document
+    // that ended earlier, in an earlier document or earlier in this one.
+    std::mt19937 rng(21);
+    std::uniform_int_distribution<int> tok(0, 2), len(1, 25);
+    suffix_automaton<int> sam;
+    std::vector<std::vector<int>> before;  // earlier documents, then the current one's prefix
+    for (int d = 0; d < 10; ++d) {
+        sam.begin_document();
+        std::vector<int> doc;
+        const int n = len(rng);
+        for (int i = 0; i < n; ++i) {
+            doc.push_back(tok(rng));
+            sam.append(doc.back());
+            auto earlier = before;
+            earlier.emplace_back(doc.begin(), doc.end() - 1);
+            std::size_t want = 0;
+            for (std::size_t l = 1; l <= doc.size(); ++l) {
+                if (occurrences(earlier, std::vector<int>(doc.end() - std::ptrdiff_t(l), doc.end())).empty()) break;
+                want = l;
+            }
+            ASSERT_EQ(sam.repeat_length(), want) << "document " << d << " token " << i;
+            if (want == 0) {
+                EXPECT_EQ(sam.repeat_end(), no_position);
+                continue;
+            }
+            const std::vector<int> p(doc.end() - std::ptrdiff_t(want), doc.end());
+            EXPECT_EQ(sam.repeat_state(), sam.find(p));
+            EXPECT_EQ(sam.repeat_end(), occurrences(earlier, p).back());
+        }
+        before.push_back(doc);
+    }
+}
+
 TEST(SuffixAutomaton, RealTokenSequencesMatchOracle) {
     FRUGAL_SHARED_DATA_OR_SKIP(file, "drafting/specbench_vicuna7b.tok");
     const auto records = frugal::testing::read_tok_file(file, 6);

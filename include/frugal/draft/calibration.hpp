@@ -54,6 +54,8 @@ public:
                      " predictions for ", context.size(), " positions with k = ", k);
         FRUGAL_CHECK(config.max_depth >= 1 && config.max_nodes >= 1,
                      "calibrated_source: max_depth and max_nodes must be >= 1");
+        FRUGAL_CHECK(config.min_prob >= 0.0f && config.min_prob <= 1.0f, "calibrated_source: min_prob ",
+                     config.min_prob, " outside [0, 1]");
         for (const auto& p : predictions_)
             FRUGAL_CHECK(p.prob >= 0.0f && p.prob <= 1.0f, "calibrated_source: probability ", p.prob,
                          " outside [0, 1] for token ", p.token);

@@ -81,6 +81,9 @@ public:
     drafter& operator=(const drafter&) = delete;
 
     /// Starts a request: the context becomes `prompt`; the history is matched afresh.
+    /// @code
+    /// drafter.begin(prompt_tokens);
+    /// @endcode
     void begin(std::span<const Token> prompt) {
         context_.clear();
         hist_matcher_.reset();
@@ -89,6 +92,9 @@ public:
     }
 
     /// Appends accepted tokens (never rejected draft tokens) to the context.
+    /// @code
+    /// drafter.accept(draft.first(result.accepted)); drafter.accept(result.bonus);
+    /// @endcode
     void accept(std::span<const Token> tokens) {
         for (Token t : tokens) accept(t);
     }
@@ -102,6 +108,9 @@ public:
     /// A chain draft of at most `max_draft` tokens: the most probable continuation, cut
     /// where the path probability falls below `min_path_score` (empty when no suffix of
     /// length >= `min_match` occurred before). The span stays valid until the next call.
+    /// @code
+    /// std::span<const int> draft = drafter.chain();
+    /// @endcode
     [[nodiscard]] std::span<const Token> chain() {
         chain_.clear();
         cursor at = root_cursor();
@@ -127,6 +136,9 @@ public:
     /// A tree draft of at most `tree_budget` nodes and depth `max_draft`: the most probable
     /// paths, expanded best-first, flattened as a parent-index array (`draft_tree`). The
     /// reference stays valid until the next call.
+    /// @code
+    /// const auto& t = drafter.tree();  // t.tokens, t.parents -> tree-attention mask
+    /// @endcode
     [[nodiscard]] const draft_tree<Token>& tree() {
         tree_.clear();
         heap_.clear();

@@ -56,6 +56,10 @@ public:
     }
 
     /// Adds one finished output as a document, evicting the oldest documents when needed.
+    /// Call it between requests: it may rebuild the automaton a drafter is matching.
+    /// @code
+    /// history.add(generated_tokens);
+    /// @endcode
     void add(std::span<const Token> document) {
         if (document.empty()) return;
         if (document.size() > max_tokens_) document = document.last(max_tokens_);
@@ -64,7 +68,8 @@ public:
         sam_.append(document);
     }
 
-    /// The automaton to draft from (valid until the next add / eviction).
+    /// The automaton to draft from (the same object for the store's lifetime; `add` may
+    /// rebuild it, so start drafters' requests after adding).
     [[nodiscard]] const suffix_automaton<Token>& automaton() const noexcept { return sam_; }
     /// Tokens held.
     [[nodiscard]] std::size_t size() const noexcept { return sam_.size(); }
@@ -76,6 +81,9 @@ public:
     }
 
     /// Writes the history to `path` (format above); I/O failures throw frugal::runtime_error.
+    /// @code
+    /// history.save("history.bin");
+    /// @endcode
     void save(const std::filesystem::path& path) const {
         std::vector<unsigned char> bytes;
         put(bytes, magic, sizeof magic);
@@ -99,6 +107,9 @@ public:
 
     /// Reads a history written by `save`; a missing, truncated or corrupted file, or one
     /// written for another token type, throws frugal::runtime_error.
+    /// @code
+    /// auto history = frugal::draft::history_store<int>::load("history.bin");
+    /// @endcode
     [[nodiscard]] static history_store load(const std::filesystem::path& path) {
         std::ifstream in(path, std::ios::binary);
         if (!in) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", path.string());
@@ -109,7 +120,7 @@ public:
             if (bytes.size() - at < n)
                 FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: ", what, " needs ", n,
                             " bytes at offset ", at, ", the file has ", bytes.size());
-            std::memcpy(dst, bytes.data() + at, n);
+            if (n > 0) std::memcpy(dst, bytes.data() + at, n);  // dst may be null when n == 0
             at += n;
         };
         char m[sizeof magic];

@@ -44,8 +44,8 @@ inline constexpr std::uint32_t no_position = std::numeric_limits<std::uint32_t>:
 /// Complexity: the automaton itself is amortized O(1) per `append` (at most 2n states,
 /// 3n transitions). Keeping `count` and `last_end` exact online means adding the new end
 /// position to every state on the suffix-link path of the new prefix: O(d) per append,
-/// where d is the number of distinct endpos classes among the text's suffixes, which is
-/// at most one more than the longest suffix of the text that occurred before. On natural
+/// where d is the number of distinct endpos classes among the text's suffixes, at most
+/// two more than the length of the longest suffix that occurred before. On natural
 /// text d is a small constant (measured by `frugal-bench draft`); on periodic text of
 /// period p it grows as n / p, so O(n^2 / p) total in the worst case.
 /// @code
@@ -140,11 +140,17 @@ public:
     }
 
     /// Appends every token of `tokens` in order.
+    /// @code
+    /// sam.append(std::span<const int>(prompt));
+    /// @endcode
     void append(std::span<const Token> tokens) {
         for (Token t : tokens) append(t);
     }
 
     /// Target of the transition from `s` by `token`, or `no_state`.
+    /// @code
+    /// auto s = sam.next(sam.root, 42);   // the state of "42", if it occurs
+    /// @endcode
     [[nodiscard]] state_id next(state_id s, Token token) const noexcept {
         FRUGAL_ASSERT(s < meta_.size());
         if (s == root && dense(token)) {
@@ -157,6 +163,9 @@ public:
     }
 
     /// The state of `pattern`, or `no_state` when it does not occur.
+    /// @code
+    /// auto s = sam.find(pattern); if (s != frugal::draft::no_state) n = sam.count(s);
+    /// @endcode
     [[nodiscard]] state_id find(std::span<const Token> pattern) const noexcept {
         state_id s = root;
         for (Token t : pattern) {
@@ -335,7 +344,8 @@ private:
 /// Advance it by accepted tokens only (never by rejected draft tokens). To match a
 /// sequence against earlier parts of itself (the per-request context), advance the matcher
 /// with a token *before* appending that token to the automaton: the match is then the
-/// longest suffix with an earlier occurrence, and `last_end()` is that earlier occurrence.
+/// longest suffix with an earlier occurrence, and `last_end()`, read before the append, is
+/// that earlier occurrence (`suffix_automaton::repeat_*` gives the same for free).
 /// The matcher stays valid while the automaton grows (states split by later appends are
 /// followed through their suffix links).
 /// @code
@@ -350,18 +360,19 @@ public:
     explicit suffix_matcher(const suffix_automaton<Token>& automaton) noexcept : sam_(&automaton) {}
 
     /// Extends the match by `token`, shortening it through suffix links when needed.
+    /// @code
+    /// m.advance(bonus_token);  if (m.length() >= 2) draft = sam.continuation(m.last_end(), 8);
+    /// @endcode
     void advance(Token token) noexcept {
         normalize();
         while (true) {
             if (const state_id n = sam_->next(state_, token); n != no_state) {
                 state_ = n;
                 ++length_;
-                end_ = sam_->last_end(n);
                 return;
             }
             if (state_ == suffix_automaton<Token>::root) {
                 length_ = 0;
-                end_ = no_position;
                 return;
             }
             state_ = sam_->link(state_);
@@ -378,7 +389,6 @@ public:
     void reset() noexcept {
         state_ = suffix_automaton<Token>::root;
         length_ = 0;
-        end_ = no_position;
     }
 
     /// The state holding the matched suffix (after any splits since the last advance).
@@ -388,9 +398,12 @@ public:
     }
     /// Length of the matched suffix (0: no match).
     [[nodiscard]] std::uint32_t length() const noexcept { return length_; }
-    /// End position of the most recent occurrence of the match at the time it was made
-    /// (`no_position` when there is no match).
-    [[nodiscard]] std::uint32_t last_end() const noexcept { return end_; }
+    /// End position of the most recent occurrence of the match in the automaton as it is
+    /// now (`no_position` when there is no match). Read it before appending the matched
+    /// token to the same automaton to get the earlier occurrence.
+    [[nodiscard]] std::uint32_t last_end() noexcept {
+        return length_ == 0 ? no_position : sam_->last_end(state());
+    }
     /// The automaton matched against.
     [[nodiscard]] const suffix_automaton<Token>& automaton() const noexcept { return *sam_; }
 
@@ -405,7 +418,6 @@ private:
     const suffix_automaton<Token>* sam_;
     state_id state_ = suffix_automaton<Token>::root;
     std::uint32_t length_ = 0;
-    std::uint32_t end_ = no_position;
     std::size_t seen_size_ = 0;
 };
 
