@@ -38,5 +38,9 @@ function(frugal_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE frugal::frugal frugal_test_support GTest::gtest_main ${ARG_LIBRARIES})
   frugal_target_warnings(${name})
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "unit;${ARG_LABELS}")
+  # gtest_discover_tests writes properties unquoted into a generated script, so a label
+  # list would split into property names: join the labels into one ("unit.cache.threads");
+  # `ctest -L` takes a regex, so `-L threads` or `-L cache` still select the suite.
+  string(JOIN "." label unit ${ARG_LABELS})
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${label}")
 endfunction()
