@@ -9,9 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 #include <limits>
-#include <numeric>
 #include <utility>
 #include <vector>
 
