@@ -33,6 +33,7 @@ struct graph_switch_problem {
     std::vector<double> load;
     std::size_t chunks = 1;
 
+    /// The number of blocks N.
     [[nodiscard]] std::size_t blocks() const noexcept { return load.size(); }
 
     /// Throws `frugal::invalid_argument` on empty or mismatched lists, negative or
@@ -381,9 +382,13 @@ public:
         est_.validate();
         FRUGAL_CHECK(alpha > 0.0 && alpha <= 1.0, "graph switch estimator: alpha = ", alpha, " (must be in (0, 1])");
     }
+    /// A measured per-chunk compute time of `block` under G1.
     void observe_prefill_compute(std::size_t block, double measured) { update(est_.prefill_compute, block, measured); }
+    /// A measured per-chunk compute time of `block` under G2.
     void observe_decode_compute(std::size_t block, double measured) { update(est_.decode_compute, block, measured); }
+    /// A measured G2 load time of `block`.
     void observe_load(std::size_t block, double measured) { update(est_.load, block, measured); }
+    /// The current estimates, ready for the next plan.
     [[nodiscard]] const graph_switch_problem& estimate() const noexcept { return est_; }
 
 private:
