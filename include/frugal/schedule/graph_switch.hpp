@@ -279,7 +279,7 @@ private:
             return;
         }
         if (std::max(comp + cheap_suffix_[t] + extra, io + unswitched_load) >= best_ * (1.0 - eps)) return;
-        if (bound(t, comp, io) >= best_ * (1.0 - eps)) return;
+        if (bound(t, comp, io, best_ * (1.0 - eps)) >= best_ * (1.0 - eps)) return;
         const std::size_t c = t / n_, i = t % n_;
         const double pi = p_.prefill_compute[i], di = p_.decode_compute[i];
         const double cheap = std::min(pi, di);
@@ -307,12 +307,18 @@ private:
         switch_now();
     }
 
-    // Two bounds over the blocks U not yet switched. (1) Their loads run one at a time on
-    // the I/O channel, each after that block's latest compute so far: serving them in
-    // release order is optimal for that relaxation. (2) Each either switches during
-    // prefill, adding at least max(d - p, 0) to the compute, or after its last compute
-    // (which ends no earlier than the cheap-graph estimate e), finishing at >= e + load.
-    double bound(std::size_t t, double comp, double io) {
+    // Bounds over the blocks U not yet switched; returns a makespan no schedule from here
+    // beats, or infinity when the third test shows none reaches `target`. (1) U's loads
+    // run one at a time on the I/O channel, each after its block's latest compute so far:
+    // serving them in release order is optimal for that relaxation. (2) Each block of U
+    // either switches during prefill, adding at least max(d - p, 0) to the compute, or
+    // after its last compute (which ends no earlier than the cheap-graph estimate e),
+    // finishing at >= e + load. (3) The blocks switching after prefill load one at a time,
+    // after the loads of the blocks that must switch during prefill and no earlier than
+    // the earliest such e, and must be done by
+    // `target`; even the fractional knapsack keeping the most extra compute off (best
+    // ratio of extra compute to load first) must leave the compute under `target`.
+    double bound(std::size_t t, double comp, double io, double target) {
         const std::size_t ops = n_ * c_;
         releases_.clear();
         tails_.clear();
@@ -321,33 +327,70 @@ private:
             const std::size_t i = u % n_, c = u / n_;
             acc += plan_[i] <= c ? p_.decode_compute[i] : std::min(p_.prefill_compute[i], p_.decode_compute[i]);
             if (c + 1 == c_ && plan_[i] == c_)
-                tails_.push_back({acc + p_.load[i], std::max(p_.decode_compute[i] - p_.prefill_compute[i], 0.0)});
+                tails_.push_back({acc, p_.load[i], std::max(p_.decode_compute[i] - p_.prefill_compute[i], 0.0)});
         }
         for (std::size_t i = 0; i < n_; ++i) {
             if (plan_[i] != c_) continue;
             // The latest compute of block i before t, if any, releases its load.
             std::size_t before = (t / n_) * n_ + i;
             if (before >= t) before = before >= n_ ? before - n_ : ops;
-            const double r = before < t ? end_[before] : 0.0;
-            releases_.push_back({r, p_.load[i]});
-            if (c_ * n_ - n_ + i < t) tails_.push_back({end_[c_ * n_ - n_ + i] + p_.load[i], std::numeric_limits<double>::infinity()});
+            releases_.push_back({before < t ? end_[before] : 0.0, p_.load[i]});
+            if (c_ * n_ - n_ + i < t) tails_.push_back({end_[c_ * n_ - n_ + i], p_.load[i], inf});
         }
         std::sort(releases_.begin(), releases_.end());
         double cur = io;
         for (const auto& [r, s] : releases_) cur = std::max(cur, r) + s;
-        std::sort(tails_.begin(), tails_.end(), std::greater<>());
-        double compute_cost = acc, tail_bound = std::numeric_limits<double>::infinity();
+        // (2): sorted by e + load, descending; the first k switch during prefill.
+        std::sort(tails_.begin(), tails_.end(),
+                  [](const tail& a, const tail& b) { return a.end + a.load > b.end + b.load; });
+        double compute_cost = acc, tail_bound = inf;
         for (std::size_t k = 0; k <= tails_.size(); ++k) {
-            const double outside = k < tails_.size() ? tails_[k].first : 0.0;
+            const double outside = k < tails_.size() ? tails_[k].end + tails_[k].load : 0.0;
             tail_bound = std::min(tail_bound, std::max(compute_cost, outside));
-            if (k < tails_.size()) compute_cost += tails_[k].second;
+            if (k < tails_.size()) compute_cost += tails_[k].extra;
         }
-        return std::max(cur, tail_bound);
+        const double lower = std::max(cur, tail_bound);
+        if (lower >= target) return lower;
+        // (3)
+        double earliest = inf, forced_load = 0.0, prefill_load = 0.0, extra = 0.0;
+        for (const auto& b : tails_) {
+            earliest = std::min(earliest, b.end);
+            if (b.extra == inf) {
+                forced_load += b.load;
+            } else {
+                extra += b.extra;
+                if (b.end + b.load >= target) prefill_load += b.load;  // loads before every tail load
+            }
+        }
+        double capacity = target - std::max(io + prefill_load, earliest) - forced_load;
+        if (capacity < 0.0) return inf;
+        // Blocks that may still switch after prefill (not past their last compute, and
+        // able to finish by target), best extra compute per unit of load first.
+        std::erase_if(tails_, [&](const tail& b) { return b.extra == inf || b.end + b.load >= target; });
+        auto ratio = [](const tail& b) { return b.load > 0.0 ? b.extra / b.load : inf; };
+        std::sort(tails_.begin(), tails_.end(), [&](const tail& a, const tail& b) { return ratio(a) > ratio(b); });
+        double kept_off = 0.0;
+        for (const auto& b : tails_) {
+            if (b.load <= capacity) {
+                capacity -= b.load;
+                kept_off += b.extra;
+            } else {
+                kept_off += b.extra * capacity / b.load;
+                break;
+            }
+        }
+        return acc + extra - kept_off >= target ? inf : lower;
     }
+
+    struct tail {
+        double end, load, extra;  // lower bound of the last compute's end; extra = inf: past it
+    };
+    static constexpr double inf = std::numeric_limits<double>::infinity();
 
     const graph_switch_problem& p_;
     std::size_t n_, c_;
-    std::vector<std::pair<double, double>> releases_, tails_;
+    std::vector<std::pair<double, double>> releases_;
+    std::vector<tail> tails_;
     double best_ = std::numeric_limits<double>::infinity();
     std::vector<std::size_t> best_plan_, plan_;
     std::vector<double> end_, cheap_suffix_;
