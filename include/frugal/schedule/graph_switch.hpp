@@ -313,11 +313,10 @@ private:
     // serving them in release order is optimal for that relaxation. (2) Each block of U
     // either switches during prefill, adding at least max(d - p, 0) to the compute, or
     // after its last compute (which ends no earlier than the cheap-graph estimate e),
-    // finishing at >= e + load. (3) The blocks switching after prefill load one at a time,
-    // after the loads of the blocks that must switch during prefill and no earlier than
-    // the earliest such e, and must be done by
-    // `target`; even the fractional knapsack keeping the most extra compute off (best
-    // ratio of extra compute to load first) must leave the compute under `target`.
+    // finishing at >= e + load. (3) The blocks switching after prefill load one at a time
+    // in block order, after the loads of the blocks that must switch during prefill, each
+    // no earlier than its e, all done by `target`; even the fractional knapsack keeping
+    // the most extra compute off must leave the compute under `target`.
     double bound(std::size_t t, double comp, double io, double target) {
         const std::size_t ops = n_ * c_;
         releases_.clear();
@@ -351,33 +350,41 @@ private:
         }
         const double lower = std::max(cur, tail_bound);
         if (lower >= target) return lower;
-        // (3)
-        double earliest = inf, forced_load = 0.0, prefill_load = 0.0, extra = 0.0;
-        for (const auto& b : tails_) {
-            earliest = std::min(earliest, b.end);
-            if (b.extra == inf) {
-                forced_load += b.load;
-            } else {
+        // (3): in order of e (= block order = the order of the loads after prefill), the
+        // loads from position m on must fit between e_m and target (a chain of capacities).
+        double extra = 0.0, prefill_load = 0.0;
+        for (const auto& b : tails_)
+            if (b.extra != inf) {
                 extra += b.extra;
                 if (b.end + b.load >= target) prefill_load += b.load;  // loads before every tail load
             }
+        std::sort(tails_.begin(), tails_.end(), [](const tail& a, const tail& b) { return a.end < b.end; });
+        capacity_.resize(tails_.size());
+        order_.clear();
+        for (std::size_t m = 0; m < tails_.size(); ++m) {
+            capacity_[m] = target - (m == 0 ? std::max(io + prefill_load, tails_[0].end) : tails_[m].end);
+            if (tails_[m].extra != inf && tails_[m].end + tails_[m].load < target) order_.push_back(m);
         }
-        double capacity = target - std::max(io + prefill_load, earliest) - forced_load;
-        if (capacity < 0.0) return inf;
-        // Blocks that may still switch after prefill (not past their last compute, and
-        // able to finish by target), best extra compute per unit of load first.
-        std::erase_if(tails_, [&](const tail& b) { return b.extra == inf || b.end + b.load >= target; });
-        auto ratio = [](const tail& b) { return b.load > 0.0 ? b.extra / b.load : inf; };
-        std::sort(tails_.begin(), tails_.end(), [&](const tail& a, const tail& b) { return ratio(a) > ratio(b); });
+        // Past their last compute: loaded after prefill, whatever the plan.
+        for (std::size_t q = 0; q < tails_.size(); ++q)
+            if (tails_[q].extra == inf)
+                for (std::size_t m = 0; m <= q; ++m)
+                    if ((capacity_[m] -= tails_[q].load) < 0.0) return inf;
+        // The fractional relaxation over a chain of capacities is solved greedily, best
+        // extra compute per unit of load first (a polymatroid).
+        auto ratio = [&](std::size_t q) { return tails_[q].load > 0.0 ? tails_[q].extra / tails_[q].load : inf; };
+        std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return ratio(a) > ratio(b); });
         double kept_off = 0.0;
-        for (const auto& b : tails_) {
-            if (b.load <= capacity) {
-                capacity -= b.load;
-                kept_off += b.extra;
-            } else {
-                kept_off += b.extra * capacity / b.load;
-                break;
+        for (std::size_t q : order_) {
+            if (tails_[q].load == 0.0) {
+                kept_off += tails_[q].extra;
+                continue;
             }
+            double room = tails_[q].load;
+            for (std::size_t m = 0; m <= q; ++m) room = std::min(room, capacity_[m]);
+            if (room <= 0.0) continue;
+            for (std::size_t m = 0; m <= q; ++m) capacity_[m] -= room;
+            kept_off += tails_[q].extra * room / tails_[q].load;
         }
         return acc + extra - kept_off >= target ? inf : lower;
     }
@@ -391,6 +398,8 @@ private:
     std::size_t n_, c_;
     std::vector<std::pair<double, double>> releases_;
     std::vector<tail> tails_;
+    std::vector<double> capacity_;
+    std::vector<std::size_t> order_;
     double best_ = std::numeric_limits<double>::infinity();
     std::vector<std::size_t> best_plan_, plan_;
     std::vector<double> end_, cheap_suffix_;
