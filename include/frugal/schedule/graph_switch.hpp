@@ -240,8 +240,8 @@ inline double fast_switch_makespan(const graph_switch_problem& p, const std::vec
 namespace detail {
 // Depth-first branch and bound over the compute sequence: at each compute of a block not
 // yet switched, either switch it right before this compute or not; the state is the
-// exact replay of fast_switch_makespan() so far. Bounds: remaining compute at the
-// cheaper graph for unswitched blocks, and the I/O still owed by unswitched blocks.
+// exact replay of fast_switch_makespan() so far. Pruned by the remaining compute at the
+// cheaper graph, the I/O still owed, and bound() below.
 class switch_branch_and_bound {
 public:
     explicit switch_branch_and_bound(const graph_switch_problem& p, std::vector<std::size_t> incumbent)
