@@ -92,6 +92,32 @@ TEST(GraphSwitch, ExactMatchesBruteForceOverAssignmentsAtN8) {
     }
 }
 
+TEST(GraphSwitch, ExactMatchesEnumerationOnHardInstancesAtN10) {
+    // Loads close to the compute (the hard range): every one of the 3^10 assignments,
+    // scored by the closed-loop replay (checked against the timeline below).
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<double> p(0.5, 1.5), slow(1.0, 1.5), level(1.2, 2.2);
+    std::vector<double> scratch;
+    for (int trial = 0; trial < 8; ++trial) {
+        graph_switch_problem pr;
+        pr.chunks = 2;
+        const double rho = level(rng);
+        for (int i = 0; i < 10; ++i) {
+            pr.prefill_compute.push_back(p(rng));
+            pr.decode_compute.push_back(pr.prefill_compute.back() * slow(rng));
+            pr.load.push_back(pr.prefill_compute.back() * rho * p(rng));
+        }
+        double oracle = INFINITY;
+        std::vector<std::size_t> sw(10);
+        for (std::size_t code = 0; code < 59049; ++code) {
+            for (std::size_t i = 0, x = code; i < 10; ++i, x /= 3) sw[i] = x % 3;
+            oracle = std::min(oracle, frugal::detail::fast_switch_makespan(pr, sw, scratch));
+        }
+        EXPECT_NEAR(frugal::graph_switch_makespan(pr, frugal::exact_graph_switch(pr)), oracle, 1e-9 * oracle)
+            << "trial " << trial;
+    }
+}
+
 TEST(GraphSwitch, ClosedLoopReplayAgreesWithTimeline) {
     std::mt19937 rng(3);
     std::vector<double> scratch;

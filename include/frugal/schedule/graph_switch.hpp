@@ -9,9 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 #include <limits>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -35,6 +33,7 @@ struct graph_switch_problem {
     std::vector<double> load;
     std::size_t chunks = 1;
 
+    /// The number of blocks N.
     [[nodiscard]] std::size_t blocks() const noexcept { return load.size(); }
 
     /// Throws `frugal::invalid_argument` on empty or mismatched lists, negative or
@@ -241,8 +240,8 @@ inline double fast_switch_makespan(const graph_switch_problem& p, const std::vec
 namespace detail {
 // Depth-first branch and bound over the compute sequence: at each compute of a block not
 // yet switched, either switch it right before this compute or not; the state is the
-// exact replay of fast_switch_makespan() so far. Bounds: remaining compute at the
-// cheaper graph for unswitched blocks, and the I/O still owed by unswitched blocks.
+// exact replay of fast_switch_makespan() so far. Pruned by the remaining compute at the
+// cheaper graph, the I/O still owed, and bound() below.
 class switch_branch_and_bound {
 public:
     explicit switch_branch_and_bound(const graph_switch_problem& p, std::vector<std::size_t> incumbent)
@@ -280,7 +279,7 @@ private:
             return;
         }
         if (std::max(comp + cheap_suffix_[t] + extra, io + unswitched_load) >= best_ * (1.0 - eps)) return;
-        if (bound(t, comp, io) >= best_ * (1.0 - eps)) return;
+        if (bound(t, comp, io, best_ * (1.0 - eps)) >= best_ * (1.0 - eps)) return;
         const std::size_t c = t / n_, i = t % n_;
         const double pi = p_.prefill_compute[i], di = p_.decode_compute[i];
         const double cheap = std::min(pi, di);
@@ -308,12 +307,17 @@ private:
         switch_now();
     }
 
-    // Two bounds over the blocks U not yet switched. (1) Their loads run one at a time on
-    // the I/O channel, each after that block's latest compute so far: serving them in
-    // release order is optimal for that relaxation. (2) Each either switches during
-    // prefill, adding at least max(d - p, 0) to the compute, or after its last compute
-    // (which ends no earlier than the cheap-graph estimate e), finishing at >= e + load.
-    double bound(std::size_t t, double comp, double io) {
+    // Bounds over the blocks U not yet switched; returns a makespan no schedule from here
+    // beats, or infinity when the third test shows none reaches `target`. (1) U's loads
+    // run one at a time on the I/O channel, each after its block's latest compute so far:
+    // serving them in release order is optimal for that relaxation. (2) Each block of U
+    // either switches during prefill, adding at least max(d - p, 0) to the compute, or
+    // after its last compute (which ends no earlier than the cheap-graph estimate e),
+    // finishing at >= e + load. (3) The blocks switching after prefill load one at a time
+    // in block order, after the loads of the blocks that must switch during prefill, each
+    // no earlier than its e, all done by `target`; even the fractional knapsack keeping
+    // the most extra compute off must leave the compute under `target`.
+    double bound(std::size_t t, double comp, double io, double target) {
         const std::size_t ops = n_ * c_;
         releases_.clear();
         tails_.clear();
@@ -322,33 +326,80 @@ private:
             const std::size_t i = u % n_, c = u / n_;
             acc += plan_[i] <= c ? p_.decode_compute[i] : std::min(p_.prefill_compute[i], p_.decode_compute[i]);
             if (c + 1 == c_ && plan_[i] == c_)
-                tails_.push_back({acc + p_.load[i], std::max(p_.decode_compute[i] - p_.prefill_compute[i], 0.0)});
+                tails_.push_back({acc, p_.load[i], std::max(p_.decode_compute[i] - p_.prefill_compute[i], 0.0)});
         }
         for (std::size_t i = 0; i < n_; ++i) {
             if (plan_[i] != c_) continue;
             // The latest compute of block i before t, if any, releases its load.
             std::size_t before = (t / n_) * n_ + i;
             if (before >= t) before = before >= n_ ? before - n_ : ops;
-            const double r = before < t ? end_[before] : 0.0;
-            releases_.push_back({r, p_.load[i]});
-            if (c_ * n_ - n_ + i < t) tails_.push_back({end_[c_ * n_ - n_ + i] + p_.load[i], std::numeric_limits<double>::infinity()});
+            releases_.push_back({before < t ? end_[before] : 0.0, p_.load[i]});
+            if (c_ * n_ - n_ + i < t) tails_.push_back({end_[c_ * n_ - n_ + i], p_.load[i], inf});
         }
         std::sort(releases_.begin(), releases_.end());
         double cur = io;
         for (const auto& [r, s] : releases_) cur = std::max(cur, r) + s;
-        std::sort(tails_.begin(), tails_.end(), std::greater<>());
-        double compute_cost = acc, tail_bound = std::numeric_limits<double>::infinity();
+        // (2): sorted by e + load, descending; the first k switch during prefill.
+        std::sort(tails_.begin(), tails_.end(),
+                  [](const tail& a, const tail& b) { return a.end + a.load > b.end + b.load; });
+        double compute_cost = acc, tail_bound = inf;
         for (std::size_t k = 0; k <= tails_.size(); ++k) {
-            const double outside = k < tails_.size() ? tails_[k].first : 0.0;
+            const double outside = k < tails_.size() ? tails_[k].end + tails_[k].load : 0.0;
             tail_bound = std::min(tail_bound, std::max(compute_cost, outside));
-            if (k < tails_.size()) compute_cost += tails_[k].second;
+            if (k < tails_.size()) compute_cost += tails_[k].extra;
         }
-        return std::max(cur, tail_bound);
+        const double lower = std::max(cur, tail_bound);
+        if (lower >= target) return lower;
+        // (3): in order of e (= block order = the order of the loads after prefill), the
+        // loads from position m on must fit between e_m and target (a chain of capacities).
+        double extra = 0.0, prefill_load = 0.0;
+        for (const auto& b : tails_)
+            if (b.extra != inf) {
+                extra += b.extra;
+                if (b.end + b.load >= target) prefill_load += b.load;  // loads before every tail load
+            }
+        std::sort(tails_.begin(), tails_.end(), [](const tail& a, const tail& b) { return a.end < b.end; });
+        capacity_.resize(tails_.size());
+        order_.clear();
+        for (std::size_t m = 0; m < tails_.size(); ++m) {
+            capacity_[m] = target - (m == 0 ? std::max(io + prefill_load, tails_[0].end) : tails_[m].end);
+            if (tails_[m].extra != inf && tails_[m].end + tails_[m].load < target) order_.push_back(m);
+        }
+        // Past their last compute: loaded after prefill, whatever the plan.
+        for (std::size_t q = 0; q < tails_.size(); ++q)
+            if (tails_[q].extra == inf)
+                for (std::size_t m = 0; m <= q; ++m)
+                    if ((capacity_[m] -= tails_[q].load) < 0.0) return inf;
+        // The fractional relaxation over a chain of capacities is solved greedily, best
+        // extra compute per unit of load first (a polymatroid).
+        auto ratio = [&](std::size_t q) { return tails_[q].load > 0.0 ? tails_[q].extra / tails_[q].load : inf; };
+        std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return ratio(a) > ratio(b); });
+        double kept_off = 0.0;
+        for (std::size_t q : order_) {
+            if (tails_[q].load == 0.0) {
+                kept_off += tails_[q].extra;
+                continue;
+            }
+            double room = tails_[q].load;
+            for (std::size_t m = 0; m <= q; ++m) room = std::min(room, capacity_[m]);
+            if (room <= 0.0) continue;
+            for (std::size_t m = 0; m <= q; ++m) capacity_[m] -= room;
+            kept_off += tails_[q].extra * room / tails_[q].load;
+        }
+        return acc + extra - kept_off >= target ? inf : lower;
     }
+
+    struct tail {
+        double end, load, extra;  // lower bound of the last compute's end; extra = inf: past it
+    };
+    static constexpr double inf = std::numeric_limits<double>::infinity();
 
     const graph_switch_problem& p_;
     std::size_t n_, c_;
-    std::vector<std::pair<double, double>> releases_, tails_;
+    std::vector<std::pair<double, double>> releases_;
+    std::vector<tail> tails_;
+    std::vector<double> capacity_;
+    std::vector<std::size_t> order_;
     double best_ = std::numeric_limits<double>::infinity();
     std::vector<std::size_t> best_plan_, plan_;
     std::vector<double> end_, cheap_suffix_;
@@ -383,9 +434,13 @@ public:
         est_.validate();
         FRUGAL_CHECK(alpha > 0.0 && alpha <= 1.0, "graph switch estimator: alpha = ", alpha, " (must be in (0, 1])");
     }
+    /// A measured per-chunk compute time of `block` under G1.
     void observe_prefill_compute(std::size_t block, double measured) { update(est_.prefill_compute, block, measured); }
+    /// A measured per-chunk compute time of `block` under G2.
     void observe_decode_compute(std::size_t block, double measured) { update(est_.decode_compute, block, measured); }
+    /// A measured G2 load time of `block`.
     void observe_load(std::size_t block, double measured) { update(est_.load, block, measured); }
+    /// The current estimates, ready for the next plan.
     [[nodiscard]] const graph_switch_problem& estimate() const noexcept { return est_; }
 
 private:

@@ -91,6 +91,7 @@ namespace frugal {
 struct throughput_curve {
     std::vector<double> x, throughput;
 
+    /// Throws unless x and throughput are equally long, non-empty, finite, >= 0 and x increases.
     void validate(const char* what) const {
         FRUGAL_CHECK(!x.empty() && x.size() == throughput.size(), "kv size: ", what, " curve has ", x.size(),
                      " points and ", throughput.size(), " throughputs (must be equal and non-empty)");
@@ -100,6 +101,7 @@ struct throughput_curve {
             FRUGAL_CHECK(i == 0 || x[i] > x[i - 1], "kv size: ", what, " curve x must increase at point ", i);
         }
     }
+    /// The interpolated throughput at `v`.
     [[nodiscard]] double at(double v) const {
         if (v <= x.front()) return throughput.front();
         if (v >= x.back()) return throughput.back();

@@ -30,7 +30,9 @@ struct timeline_result {
     std::uint64_t peak_resident_bytes = 0;
     std::vector<double> start, finish;  ///< indexed by task id
 
+    /// Time `r` spent running tasks.
     [[nodiscard]] double busy_time(resource r) const noexcept { return busy[static_cast<std::size_t>(r)]; }
+    /// Makespan minus busy time of `r`.
     [[nodiscard]] double idle_time(resource r) const noexcept { return idle[static_cast<std::size_t>(r)]; }
 };
 
@@ -61,6 +63,7 @@ public:
                           std::vector<std::size_t>(after.begin(), after.end())});
         return tasks_.size() - 1;
     }
+    /// `add` with a braced list of dependencies.
     std::size_t add(resource on, double duration, std::initializer_list<std::size_t> after,
                     std::uint64_t acquire_bytes = 0, std::uint64_t release_bytes = 0) {
         return add(on, duration, std::span<const std::size_t>(after.begin(), after.size()), acquire_bytes,
@@ -74,6 +77,7 @@ public:
         tasks_[task].after.push_back(before);
     }
 
+    /// The number of tasks added.
     [[nodiscard]] std::size_t size() const noexcept { return tasks_.size(); }
 
     /// Replays the schedule event by event. Throws `frugal::invalid_argument` when a
