@@ -97,8 +97,8 @@ struct cluster_pruner_options {
     /// (capped at the pool size).
     std::size_t clusters = 0;
     std::size_t max_clusters = 6;
-    /// 0: GRATING's rule exactly. p > 0 (default 3): frugal's rank-stability extension, for boundary clusters
-    /// that never split (candidates around the K-th that stay one group): when the trigger
+    /// 0: GRATING's rule exactly. p > 0 (default 3): frugal's rank-stability extension, for
+    /// boundary clusters that never split (candidates around the K-th in one group): when the trigger
     /// has fired on p + 1 consecutive decisions over the same active candidates (nothing
     /// routed in between) and the set of the top open-slots candidates stayed the same, that
     /// set is selected, the rest dropped, and the selection terminates. The pruner then
