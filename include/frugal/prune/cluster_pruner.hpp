@@ -59,8 +59,9 @@ concept pruning_policy =
     };
 
 namespace detail {
-inline void check_decide_input(std::span<const float> scores, std::size_t open_slots,
-                               std::span<const route> routes, const char* who) {
+/// Validates a decision's input and starts every candidate as deferred.
+inline void begin_decide(std::span<const float> scores, std::size_t open_slots, std::span<route> routes,
+                         const char* who) {
     FRUGAL_CHECK(!scores.empty(), who, ": empty pool of active candidates");
     FRUGAL_CHECK(open_slots >= 1, who, ": K (open top-K slots) must be at least 1");
     FRUGAL_CHECK(open_slots <= scores.size(), who, ": K = ", open_slots, " open slots exceed the ",
@@ -69,6 +70,7 @@ inline void check_decide_input(std::span<const float> scores, std::size_t open_s
                  " scores");
     for (std::size_t i = 0; i < scores.size(); ++i)
         FRUGAL_CHECK(std::isfinite(scores[i]), who, ": score of active candidate ", i, " is ", scores[i]);
+    std::fill(routes.begin(), routes.end(), route::deferred);
 }
 
 /// Converts "selected + deferred fill the open slots" into termination (deferred become
@@ -95,8 +97,8 @@ struct cluster_pruner_options {
     /// (capped at the pool size).
     std::size_t clusters = 0;
     std::size_t max_clusters = 6;
-    /// 0: GRATING's rule exactly. p > 0 (default 3): frugal's rank-stability extension, for boundary clusters
-    /// that never split (candidates around the K-th that stay one group): when the trigger
+    /// 0: GRATING's rule exactly. p > 0 (default 3): frugal's rank-stability extension, for
+    /// boundary clusters that never split (candidates around the K-th in one group): when the trigger
     /// has fired on p + 1 consecutive decisions over the same active candidates (nothing
     /// routed in between) and the set of the top open-slots candidates stayed the same, that
     /// set is selected, the rest dropped, and the selection terminates. The pruner then
@@ -131,8 +133,7 @@ public:
 
     /// One decision over the active candidates' scores; see the class comment.
     prune_step decide(std::span<const float> scores, std::size_t open_slots, std::span<route> routes) {
-        detail::check_decide_input(scores, open_slots, routes, "cluster_pruner");
-        std::fill(routes.begin(), routes.end(), route::deferred);
+        detail::begin_decide(scores, open_slots, routes, "cluster_pruner");
         prune_step step;
         const std::size_t n = scores.size();
         step.deferred = n;
@@ -229,8 +230,7 @@ public:
 
     /// One decision over the active candidates' scores; see the class comment.
     prune_step decide(std::span<const float> scores, std::size_t open_slots, std::span<route> routes) {
-        detail::check_decide_input(scores, open_slots, routes, "margin_pruner");
-        std::fill(routes.begin(), routes.end(), route::deferred);
+        detail::begin_decide(scores, open_slots, routes, "margin_pruner");
         prune_step step;
         const std::size_t n = scores.size();
         step.triggered = true;
