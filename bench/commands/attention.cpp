@@ -154,7 +154,7 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
                 const matrix_view<float> s(s_all.data() + worker * w.sq * w.skv, w.sq, w.skv);
                 cpu.gemm(qv.head(h), transpose::no, kv.head(g), transpose::yes, s, scale, 0.0f);
                 auto sm = frugal::eigen::to_eigen(s);
-                if (mask.is_causal) sm.triangularView<Eigen::StrictlyUpper>().setConstant(-INFINITY);
+                if (mask.is_causal) frugal::detail::apply_mask(s, mask, 0, 0, std::int64_t(w.sq), std::int64_t(w.skv));
                 sm = (sm.colwise() - sm.rowwise().maxCoeff()).array().exp();
                 sm.array().colwise() /= sm.rowwise().sum().array();
                 cpu.gemm(matrix_view<const float>(s), transpose::no, vv.head(g), transpose::no, ov.head(h), 1.0f,
