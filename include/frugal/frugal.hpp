@@ -22,7 +22,7 @@
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/attention/out_of_core.hpp"
 #include "frugal/attention/parallel_for.hpp"
-#include "frugal/attention/tiled_attention.hpp"
 #include "frugal/attention/staged_attention.hpp"
+#include "frugal/attention/tiled_attention.hpp"
 #include "frugal/schedule/attention_plan.hpp"
 #include "frugal/schedule/memory_model.hpp"
