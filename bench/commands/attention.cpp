@@ -154,9 +154,11 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
                 const matrix_view<float> s(s_all.data() + worker * w.sq * w.skv, w.sq, w.skv);
                 cpu.gemm(qv.head(h), transpose::no, kv.head(g), transpose::yes, s, scale, 0.0f);
                 auto sm = frugal::eigen::to_eigen(s);
-                if (mask.is_causal) sm.triangularView<Eigen::StrictlyUpper>().setConstant(-INFINITY);
-                sm = (sm.colwise() - sm.rowwise().maxCoeff()).array().exp();
-                sm.array().colwise() /= sm.rowwise().sum().array();
+                if (mask.is_causal) frugal::detail::apply_mask(s, mask, 0, 0, std::int64_t(w.sq), std::int64_t(w.skv));
+                // A row the mask leaves without keys (more queries than keys) becomes zeros.
+                const Eigen::VectorXf mx = sm.rowwise().maxCoeff().unaryExpr([](float x) { return std::isinf(x) ? 0.0f : x; });
+                sm = (sm.colwise() - mx).array().exp();
+                sm.array().colwise() /= sm.rowwise().sum().array().max(std::numeric_limits<float>::min());
                 cpu.gemm(matrix_view<const float>(s), transpose::no, vv.head(g), transpose::no, ov.head(h), 1.0f,
                          0.0f);
             });

@@ -57,8 +57,8 @@ struct attention_options {
     float scale = 0.0f;
     softmax_base lse_base = softmax_base::e;
     std::size_t threads = 1;
-    std::size_t q_tile = 128;
-    std::size_t kv_tile = 512;
+    std::size_t q_tile = 256;
+    std::size_t kv_tile = 256;
 };
 
 /// A validated tile plan (see `plan_attention_tiles`): every size the run needs and the
