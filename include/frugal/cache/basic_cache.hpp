@@ -85,8 +85,8 @@ namespace detail {
 /// erases allocate nothing; only growth of the bucket array does (amortized, doubling).
 /// The default index of `basic_cache`.
 struct intrusive_index {
-    using hook = boost::intrusive::unordered_set_member_hook<
-        boost::intrusive::link_mode<boost::intrusive::normal_link>, boost::intrusive::store_hash<true>>;
+    // The hash is kept in the entry (`cache_node::hash`), not in the hook: one word less.
+    using hook = boost::intrusive::unordered_set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
 
     template <class Node, class Hash, class KeyEqual>
     class type {
@@ -188,12 +188,14 @@ struct cache_node : PolicyData {
     template <class K, class V>
     cache_node(K&& k, V&& v, std::size_t w, std::size_t h)
         : key(std::forward<K>(k)), value(std::forward<V>(v)), weight(w), hash(h) {}
+    cache_node(const cache_node&) = delete;
+    cache_node& operator=(const cache_node&) = delete;
     IndexHook index_hook;
     Key key;
     Value value;
+    std::uint32_t pins = 0;  // beside the value: fills its padding when the value is small
     std::size_t weight;
     std::size_t hash;
-    std::uint32_t pins = 0;
 };
 
 /// Generic cache: any key and value, a policy (`lru_policy`, `lfu_policy`, `lfuda_policy`,
@@ -239,7 +241,7 @@ public:
             index_.erase(*n);
             destroy(n);
         }
-        for (void* p : free_) ::operator delete(p, std::align_val_t{alignof(node_type)});
+        for (void* p : free_) ::operator delete(p, node_align);
     }
 
     /// Called with (key, value, reason) whenever an entry leaves the cache or is refused.
@@ -441,7 +443,7 @@ private:
             p = free_.back();
             free_.pop_back();
         } else {
-            p = ::operator new(sizeof(node_type), std::align_val_t{alignof(node_type)});
+            p = ::operator new(sizeof(node_type), node_align);
         }
         try {
             return ::new (p) node_type(std::forward<K>(key), std::forward<V>(value), w, h);
@@ -455,10 +457,12 @@ private:
         if (free_.size() < free_limit) {
             free_.push_back(n);  // reserved below: never reallocates
         } else {
-            ::operator delete(n, std::align_val_t{alignof(node_type)});
+            ::operator delete(n, node_align);
         }
     }
     static constexpr std::size_t free_limit = 64;
+    // An entry that fits in a cache line gets one to itself: a lookup touches one line.
+    static constexpr std::align_val_t node_align{sizeof(node_type) <= 64 && alignof(node_type) <= 64 ? 64 : alignof(node_type)};
 
     static constexpr bool admits_before_eviction = requires { requires Policy::admits_before_eviction; };
 
