@@ -22,6 +22,10 @@ namespace frugal {
 
 /// Why an entry left the cache (or never entered it); passed to the eviction callback and
 /// counted in `cache_stats::evictions`.
+/// @code
+/// c.set_eviction_callback([](auto&, auto& v, frugal::eviction_reason r) {
+///     if (r == frugal::eviction_reason::capacity) demote(v); else release(v); });
+/// @endcode
 enum class eviction_reason : std::uint8_t {
     capacity,  ///< chosen by the policy to make room (including W-TinyLFU admission losers)
     rejected,  ///< never admitted: heavier than the whole budget, or the rest is pinned
@@ -54,7 +58,10 @@ struct cache_stats {
     }
 };
 
-/// Weighs every entry as 1: the capacity counts entries.
+/// Weighs every entry as 1: the capacity counts entries (the default weigher).
+/// @code
+/// frugal::lru_cache<int, int, frugal::unit_weigher> c(100);   // 100 entries
+/// @endcode
 struct unit_weigher {
     template <class Key, class Value>
     constexpr std::size_t operator()(const Key&, const Value&) const noexcept {
@@ -63,10 +70,17 @@ struct unit_weigher {
 };
 
 /// A weigher returns the cost of an entry in capacity units (bytes, pages, entries).
+/// @code
+/// auto bytes = [](const int&, const std::string& s) { return s.size(); };
+/// static_assert(frugal::cache_weigher<decltype(bytes), int, std::string>);
+/// @endcode
 template <class W, class Key, class Value>
 concept cache_weigher = std::is_invocable_r_v<std::size_t, const W&, const Key&, const Value&>;
 
 /// Result of `basic_cache::put`.
+/// @code
+/// if (c.put(k, v) == frugal::put_result::rejected) keep_elsewhere(k);
+/// @endcode
 enum class put_result : std::uint8_t {
     inserted,  ///< a new key was admitted
     replaced,  ///< the key was present; its value was replaced
@@ -84,6 +98,10 @@ namespace detail {
 /// Index (key -> entry) on Boost.Intrusive hooks inside the entries: lookups, inserts and
 /// erases allocate nothing; only growth of the bucket array does (amortized, doubling).
 /// The default index of `basic_cache`.
+/// @code
+/// frugal::basic_cache<int, int, frugal::lru_policy, frugal::unit_weigher, std::hash<int>,
+///                     std::equal_to<int>, frugal::intrusive_index> c(100);
+/// @endcode
 struct intrusive_index {
     // The hash is kept in the entry (`cache_node::hash`), not in the hook: one word less.
     using hook = boost::intrusive::unordered_set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
