@@ -212,6 +212,8 @@ public:
         s.notes = "Every frugal policy and two hand-rolled baselines replay the same trace: a request "
                   "is a get, and a miss is followed by a put. `naive-lru` is std::list + std::unordered_map, "
                   "`naive-lfu` a std::map ordered by frequency (same victims as `lfu`). Capacities in entries. "
+                  "Some curves coincide by construction: `naive-lru` with `lru`, and `gdsf` with `lfuda` "
+                  "(unit sizes and costs). "
                   "`frugal-bench cache --trace FILE --format lines|arc --policy all --capacity N` and "
                   "`frugal-bench cache --zipf 0.99 --keys 1000000 --ops 20000000 --capacity 100000 --policy all`.";
         struct run_spec {

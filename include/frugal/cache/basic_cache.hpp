@@ -22,6 +22,10 @@ namespace frugal {
 
 /// Why an entry left the cache (or never entered it); passed to the eviction callback and
 /// counted in `cache_stats::evictions`.
+/// @code
+/// c.set_eviction_callback([](auto&, auto& v, frugal::eviction_reason r) {
+///     if (r == frugal::eviction_reason::capacity) demote(v); else release(v); });
+/// @endcode
 enum class eviction_reason : std::uint8_t {
     capacity,  ///< chosen by the policy to make room (including W-TinyLFU admission losers)
     rejected,  ///< never admitted: heavier than the whole budget, or the rest is pinned
@@ -54,7 +58,10 @@ struct cache_stats {
     }
 };
 
-/// Weighs every entry as 1: the capacity counts entries.
+/// Weighs every entry as 1: the capacity counts entries (the default weigher).
+/// @code
+/// frugal::lru_cache<int, int, frugal::unit_weigher> c(100);   // 100 entries
+/// @endcode
 struct unit_weigher {
     template <class Key, class Value>
     constexpr std::size_t operator()(const Key&, const Value&) const noexcept {
@@ -63,10 +70,17 @@ struct unit_weigher {
 };
 
 /// A weigher returns the cost of an entry in capacity units (bytes, pages, entries).
+/// @code
+/// auto bytes = [](const int&, const std::string& s) { return s.size(); };
+/// static_assert(frugal::cache_weigher<decltype(bytes), int, std::string>);
+/// @endcode
 template <class W, class Key, class Value>
 concept cache_weigher = std::is_invocable_r_v<std::size_t, const W&, const Key&, const Value&>;
 
 /// Result of `basic_cache::put`.
+/// @code
+/// if (c.put(k, v) == frugal::put_result::rejected) keep_elsewhere(k);
+/// @endcode
 enum class put_result : std::uint8_t {
     inserted,  ///< a new key was admitted
     replaced,  ///< the key was present; its value was replaced
@@ -84,9 +98,13 @@ namespace detail {
 /// Index (key -> entry) on Boost.Intrusive hooks inside the entries: lookups, inserts and
 /// erases allocate nothing; only growth of the bucket array does (amortized, doubling).
 /// The default index of `basic_cache`.
+/// @code
+/// frugal::basic_cache<int, int, frugal::lru_policy, frugal::unit_weigher, std::hash<int>,
+///                     std::equal_to<int>, frugal::intrusive_index> c(100);
+/// @endcode
 struct intrusive_index {
-    using hook = boost::intrusive::unordered_set_member_hook<
-        boost::intrusive::link_mode<boost::intrusive::normal_link>, boost::intrusive::store_hash<true>>;
+    // The hash is kept in the entry (`cache_node::hash`), not in the hook: one word less.
+    using hook = boost::intrusive::unordered_set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
 
     template <class Node, class Hash, class KeyEqual>
     class type {
@@ -126,7 +144,7 @@ struct intrusive_index {
             return it == set_.end() ? nullptr : &*it;
         }
         void insert(Node& n) {
-            if (set_.size() + 1 > buckets_.size()) grow();
+            if (set_.size() + 1 > buckets_.size()) grow();  // load factor at most 1
             set_.insert(n);
         }
         void erase(Node& n) noexcept { set_.erase(set_.iterator_to(n)); }
@@ -188,12 +206,14 @@ struct cache_node : PolicyData {
     template <class K, class V>
     cache_node(K&& k, V&& v, std::size_t w, std::size_t h)
         : key(std::forward<K>(k)), value(std::forward<V>(v)), weight(w), hash(h) {}
+    cache_node(const cache_node&) = delete;
+    cache_node& operator=(const cache_node&) = delete;
     IndexHook index_hook;
     Key key;
     Value value;
+    std::uint32_t pins = 0;  // beside the value: fills its padding when the value is small
     std::size_t weight;
     std::size_t hash;
-    std::uint32_t pins = 0;
 };
 
 /// Generic cache: any key and value, a policy (`lru_policy`, `lfu_policy`, `lfuda_policy`,
@@ -239,7 +259,7 @@ public:
             index_.erase(*n);
             destroy(n);
         }
-        for (void* p : free_) ::operator delete(p, std::align_val_t{alignof(node_type)});
+        for (void* p : free_) ::operator delete(p, node_align);
     }
 
     /// Called with (key, value, reason) whenever an entry leaves the cache or is refused.
@@ -441,7 +461,7 @@ private:
             p = free_.back();
             free_.pop_back();
         } else {
-            p = ::operator new(sizeof(node_type), std::align_val_t{alignof(node_type)});
+            p = ::operator new(sizeof(node_type), node_align);
         }
         try {
             return ::new (p) node_type(std::forward<K>(key), std::forward<V>(value), w, h);
@@ -455,10 +475,13 @@ private:
         if (free_.size() < free_limit) {
             free_.push_back(n);  // reserved below: never reallocates
         } else {
-            ::operator delete(n, std::align_val_t{alignof(node_type)});
+            ::operator delete(n, node_align);
         }
     }
     static constexpr std::size_t free_limit = 64;
+    // The natural alignment: over-aligning small entries to a cache line makes the allocator
+    // pad each one and spreads the working set (measured slower).
+    static constexpr std::align_val_t node_align{alignof(node_type)};
 
     static constexpr bool admits_before_eviction = requires { requires Policy::admits_before_eviction; };
 

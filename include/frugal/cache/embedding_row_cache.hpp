@@ -20,6 +20,9 @@
 namespace frugal {
 
 /// A table of float rows that can be read one row at a time (from disk, flash, a remote tier).
+/// @code
+/// static_assert(frugal::row_store<frugal::row_file>);
+/// @endcode
 template <class S>
 concept row_store = requires(S& s, const S& cs, std::size_t r, std::span<float> out) {
     { cs.rows() } -> std::convertible_to<std::size_t>;

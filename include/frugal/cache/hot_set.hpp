@@ -17,6 +17,9 @@
 namespace frugal {
 
 /// A swap of the resident set: ids to load (hottest first) and ids to evict.
+/// @code
+/// if (auto plan = hot.step()) { for (int c : plan->to_evict) gpu.drop(c); for (int c : plan->to_load) gpu.load_async(c); }
+/// @endcode
 template <class Id>
 struct swap_plan {
     std::vector<Id> to_load, to_evict;

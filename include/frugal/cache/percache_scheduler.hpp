@@ -18,6 +18,9 @@
 namespace frugal {
 
 /// How predicted queries populate the caches (section 4.3.1).
+/// @code
+/// if (frugal::choose_population(tau, cutoff) == frugal::population_strategy::prefill_only) prefill(q);
+/// @endcode
 enum class population_strategy {
     prefill_only,        ///< QKV tensors into the knowledge bank; the query enters the QA bank without an answer
     prefill_and_decode,  ///< both banks: the answer is generated too

@@ -34,6 +34,9 @@
 namespace frugal {
 
 /// Eviction order of a prefix tree's leaves: least recently used first.
+/// @code
+/// frugal::prefix_tree<int, int, frugal::tree_lru> t(frugal::memory_budget(1 << 20));
+/// @endcode
 struct tree_lru {
     static double priority(std::uint64_t /*frequency*/, std::uint64_t tick, double /*cost*/, std::size_t /*bytes*/,
                            double /*clock*/) noexcept {
@@ -41,7 +44,10 @@ struct tree_lru {
     }
 };
 /// Eviction order of a prefix tree's leaves: fewest accesses first (oldest among equals);
-/// PerCache's knowledge-bank policy (section 4.1.3).
+/// PerCache's knowledge-bank policy (section 4.1.3), the default.
+/// @code
+/// frugal::prefix_tree<int, int, frugal::tree_lfu> t(frugal::memory_budget(1 << 20));
+/// @endcode
 struct tree_lfu {
     static double priority(std::uint64_t frequency, std::uint64_t, double, std::size_t, double) noexcept {
         return static_cast<double>(frequency);
@@ -49,6 +55,10 @@ struct tree_lfu {
 };
 /// Eviction order of a prefix tree's leaves: PGDSF (RAGCache), clock + frequency x cost /
 /// bytes, the clock raised to each evicted priority.
+/// @code
+/// frugal::prefix_tree<int, int, frugal::tree_gdsf> t(frugal::memory_budget(1 << 20));
+/// t.insert(chunks, values);   // values[i].cost = prefill time of chunk i
+/// @endcode
 struct tree_gdsf {
     static double priority(std::uint64_t frequency, std::uint64_t, double cost, std::size_t bytes, double clock) noexcept {
         return clock + static_cast<double>(frequency) * cost / static_cast<double>(bytes);
@@ -57,6 +67,9 @@ struct tree_gdsf {
 
 /// What the tree stores for one chunk: the caller's handle to its tensors (a device pointer,
 /// a file offset), their size in bytes and the cost of recomputing them (for `tree_gdsf`).
+/// @code
+/// frugal::chunk_value<std::uint64_t> v{.handle = file_offset, .bytes = kv_bytes, .cost = prefill_ms};
+/// @endcode
 template <class Handle>
 struct chunk_value {
     Handle handle;

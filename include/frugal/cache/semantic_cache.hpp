@@ -24,6 +24,9 @@ namespace frugal {
 /// prefill-only population stores queries without answers), the knowledge chunks retrieved
 /// for it (to re-prefill them, section 4.3.3) and the similarity of its k_refresh-th best
 /// chunk (a new chunk scoring above it triggers a refresh, section 4.1.3).
+/// @code
+/// if (const auto* e = bank.find(id); e && !e->answer) decode_later(e->query);
+/// @endcode
 template <class Answer, class ChunkId>
 struct qa_entry {
     std::string query;

@@ -18,6 +18,9 @@
 namespace frugal {
 
 /// The best stored vector for a query: its slot and inner product (cosine for unit vectors).
+/// @code
+/// if (auto m = index.nearest(q); m && m->similarity >= 0.9) use(m->slot);
+/// @endcode
 struct similarity_match {
     std::size_t slot;
     float similarity;
@@ -40,6 +43,9 @@ concept similarity_index = requires(I& index, const I& cindex, std::size_t slot,
 
 /// Scores every row of `rows` against `query` into `out` (inner products): the scan of a
 /// flat index. The default is a plain loop; `frugal::eigen::gemv_scan` uses Eigen.
+/// @code
+/// frugal::flat_similarity_index<frugal::scalar_scan> index(384);
+/// @endcode
 struct scalar_scan {
     void operator()(matrix_view<const float> rows, std::span<const float> query, std::span<float> out) const {
         for (std::size_t r = 0; r < rows.rows(); ++r) {
