@@ -74,3 +74,9 @@
 #include "frugal/schedule/placement.hpp"
 #include "frugal/schedule/substage.hpp"
 #include "frugal/schedule/timeline.hpp"
+
+// rag
+#include "frugal/retrieve/top_k.hpp"
+#include "frugal/schedule/rag_simulation.hpp"
+#include "frugal/schedule/wavefront.hpp"
+#include "frugal/schedule/workflow.hpp"
