@@ -76,6 +76,8 @@
 #include "frugal/schedule/timeline.hpp"
 
 // rag
+#include "frugal/retrieve/cluster_order.hpp"
+#include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/schedule/rag_simulation.hpp"
 #include "frugal/schedule/wavefront.hpp"

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "frugal/retrieve/cluster_order.hpp"
+#include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/schedule/rag_simulation.hpp"
 #include "frugal/schedule/wavefront.hpp"
@@ -252,6 +255,88 @@ TEST(TopK, MatchesSortingEveryCandidate) {
     all.resize(7);
     EXPECT_EQ(best.sorted(), all);
     EXPECT_THROW(frugal::top_k(0), frugal::invalid_argument);
+}
+
+std::vector<float> gaussian_mixture(std::size_t n, std::size_t dim, std::size_t topics, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> z;
+    std::vector<float> centers(topics * dim), out;
+    for (auto& c : centers) c = 4.0f * z(rng);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t t = i % topics;
+        for (std::size_t d = 0; d < dim; ++d) out.push_back(centers[t * dim + d] + z(rng));
+    }
+    return out;
+}
+
+std::vector<std::uint64_t> brute_force(const std::vector<float>& data, std::size_t dim, std::span<const float> q,
+                                       std::size_t k) {
+    std::vector<std::pair<double, std::uint64_t>> d;
+    for (std::size_t i = 0; i < data.size() / dim; ++i) {
+        double s = 0.0;
+        for (std::size_t j = 0; j < dim; ++j) s += (double(data[i * dim + j]) - q[j]) * (double(data[i * dim + j]) - q[j]);
+        d.emplace_back(s, i);
+    }
+    std::sort(d.begin(), d.end());
+    std::vector<std::uint64_t> out;
+    for (std::size_t i = 0; i < k; ++i) out.push_back(d[i].second);
+    return out;
+}
+
+TEST(IvfFlat, ListsHoldTheirNearestCentroidsVectors) {
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(600, dim, 6, 3);
+    const auto ix = frugal::ivf_flat::train(data, dim, 12, 8, 1);
+    std::size_t total = 0;
+    for (std::size_t c = 0; c < ix.lists(); ++c)
+        for (std::size_t id : ix.members(c)) {
+            ++total;
+            EXPECT_EQ(ix.list_of(id), c);
+            for (std::size_t o = 0; o < ix.lists(); ++o)
+                EXPECT_LE(frugal::squared_l2(ix.vector(id), ix.centroid(c)), frugal::squared_l2(ix.vector(id), ix.centroid(o)));
+        }
+    EXPECT_EQ(total, 600u);
+}
+
+TEST(IvfFlat, FullProbeEqualsBruteForce) {
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(500, dim, 5, 4);
+    const auto ix = frugal::ivf_flat::train(data, dim, 10, 6, 2);
+    const auto queries = gaussian_mixture(20, dim, 5, 99);
+    for (std::size_t q = 0; q < 20; ++q) {
+        const std::span<const float> query(queries.data() + q * dim, dim);
+        EXPECT_EQ(ix.search(query, 7, ix.lists()), brute_force(data, dim, query, 7)) << "query " << q;
+    }
+}
+
+TEST(IvfFlat, ResumableSearchEqualsOneShot) {
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(800, dim, 8, 5);
+    const auto ix = frugal::ivf_flat::train(data, dim, 16, 6, 3);
+    const auto queries = gaussian_mixture(10, dim, 8, 77);
+    for (std::size_t q = 0; q < 10; ++q) {
+        const std::span<const float> query(queries.data() + q * dim, dim);
+        const auto probe = ix.probe(query, 9);
+        for (std::size_t chunk : {1u, 2u, 4u}) {
+            frugal::top_k heap(5);
+            for (std::size_t at = 0; at < probe.size(); at += chunk)
+                ix.search_lists(query, std::span<const std::size_t>(probe).subspan(at, std::min(chunk, probe.size() - at)), heap);
+            EXPECT_EQ(heap.ids(), ix.search(query, 5, 9)) << "query " << q << " chunk " << chunk;
+        }
+    }
+    EXPECT_THROW((void)ix.probe(std::vector<float>(3), 2), frugal::invalid_argument);
+    EXPECT_THROW((void)ix.search(std::span<const float>(queries.data(), dim), 5, 17), frugal::invalid_argument);
+}
+
+TEST(ClusterOrder, ResultListsThenSearchedListsThenTheRest) {
+    const std::vector<std::size_t> probe{9, 4, 7, 1, 3, 8};
+    const std::vector<std::size_t> held{3, 7, 42}, searched{4, 3, 7, 5};
+    EXPECT_EQ(frugal::similarity_cluster_order(probe, held, searched), (std::vector<std::size_t>{7, 3, 4, 9, 1, 8}));
+    frugal::retrieval_history h(2);
+    const std::vector<std::pair<std::uint64_t, std::size_t>> results{{10, 8}, {11, 1}, {12, 9}};  // third is dropped
+    h.remember(results, searched);
+    EXPECT_EQ(h.results().size(), 2u);
+    EXPECT_EQ(h.order(probe), (std::vector<std::size_t>{1, 8, 4, 7, 3, 9}));
 }
 
 }  // namespace

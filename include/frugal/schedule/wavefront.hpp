@@ -67,9 +67,11 @@ concept rag_retriever = requires(R& r, const R& cr, std::span<const retrieval_sl
 
 /// Which scheduler runs the requests (hedrarag.txt Figure 5).
 enum class rag_policy : std::uint8_t {
-    /// (a) "general RAG frameworks": whole stages, one stage batch at a time on either the
-    /// GPU or the CPU, never both: when idle, the kind whose oldest ready stage waited
-    /// longest runs ALL ready stages of that kind to completion as one batch.
+    /// (a) "general RAG frameworks" (LangChain-style chains over an engine): one loop calls
+    /// the LLM engine and the vector index in turn, so the GPU and the CPU never work at the
+    /// same time. The engine decodes step by step with continuous batching; a retrieval call
+    /// searches every queued query's full probe list and blocks the loop until it returns.
+    /// Whichever side's oldest ready stage has waited longer goes next.
     sequential,
     /// (b) naive asynchronous integration: GPU and CPU run concurrently; the GPU decodes
     /// step by step (continuous batching), the CPU searches every queued query's full
@@ -302,8 +304,7 @@ private:
             }
         if (batch.empty()) return;
         std::size_t steps = 1;
-        if (opt_.policy == rag_policy::sequential) steps = longest;
-        else if (opt_.policy == rag_policy::wavefront && budget() > 0.0) {
+        if (opt_.policy == rag_policy::wavefront && budget() > 0.0) {
             // Generation sub-stage: as many decode steps as fit the Eq. 1 budget.
             const std::vector<double> costs(longest, gen_.step_time(batch.size(), ctx));
             steps = partition_by_budget(costs, budget()).front().second;
