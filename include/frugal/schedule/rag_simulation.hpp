@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "frugal/core/error.hpp"
