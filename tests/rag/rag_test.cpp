@@ -30,6 +30,14 @@ std::string error_of(F&& f) {
     return "";
 }
 
+// Concepts: the simulation types model them, other types do not.
+static_assert(frugal::rag_generator<frugal::simulated_generator>);
+static_assert(!frugal::rag_generator<frugal::simulated_retriever>);
+static_assert(frugal::rag_retriever<frugal::simulated_retriever>);
+static_assert(!frugal::rag_retriever<frugal::simulated_generator>);
+static_assert(frugal::ivf_index<frugal::ivf_flat>);
+static_assert(!frugal::ivf_index<frugal::simulated_retriever>);
+
 TEST(RagGraph, ListingOneWorkflowsValidate) {
     EXPECT_NO_THROW(frugal::one_shot_workflow().validate());
     EXPECT_NO_THROW(frugal::hyde_workflow().validate());
