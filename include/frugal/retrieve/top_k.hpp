@@ -1,0 +1,72 @@
+#pragma once
+/// @file
+/// top_k: the bounded max-heap of (distance, id) candidates that a search keeps across
+/// clusters, so a search can stop after any cluster and resume later (hedrarag.txt 4.2-4.3).
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "frugal/core/error.hpp"
+
+namespace frugal {
+
+/// The k nearest candidates seen so far, smaller distance first; ties break on the smaller
+/// id so that the result never depends on the order the candidates arrived in. A heap
+/// (std::push_heap) because each offer is O(log k) and the state is a plain vector.
+/// @code
+/// frugal::top_k best(5);
+/// best.offer(0.3f, 17);
+/// auto ids = best.ids();  // {17}
+/// @endcode
+class top_k {
+public:
+    using entry = std::pair<float, std::uint64_t>;  ///< (distance, id)
+
+    explicit top_k(std::size_t k) : k_(k) { FRUGAL_CHECK(k > 0, "top_k: k = 0"); }
+
+    /// Offers a candidate; keeps it when it is among the k best so far. Returns whether kept.
+    bool offer(float distance, std::uint64_t id) {
+        FRUGAL_CHECK(!std::isnan(distance), "top_k: NaN distance for id ", id);
+        const entry e{distance, id};
+        if (heap_.size() < k_) {
+            heap_.push_back(e);
+            std::push_heap(heap_.begin(), heap_.end());
+            return true;
+        }
+        if (!(e < heap_.front())) return false;
+        std::pop_heap(heap_.begin(), heap_.end());
+        heap_.back() = e;
+        std::push_heap(heap_.begin(), heap_.end());
+        return true;
+    }
+
+    [[nodiscard]] std::size_t k() const noexcept { return k_; }
+    [[nodiscard]] std::size_t size() const noexcept { return heap_.size(); }
+    /// The current k-th distance (+inf while fewer than k candidates were kept).
+    [[nodiscard]] float worst() const noexcept {
+        return heap_.size() < k_ ? std::numeric_limits<float>::infinity() : heap_.front().first;
+    }
+    /// The candidates, nearest first.
+    [[nodiscard]] std::vector<entry> sorted() const {
+        std::vector<entry> out = heap_;
+        std::sort(out.begin(), out.end());
+        return out;
+    }
+    /// The ids, nearest first.
+    [[nodiscard]] std::vector<std::uint64_t> ids() const {
+        std::vector<std::uint64_t> out;
+        for (const auto& e : sorted()) out.push_back(e.second);
+        return out;
+    }
+
+private:
+    std::size_t k_;
+    std::vector<entry> heap_;
+};
+
+}  // namespace frugal

@@ -1,0 +1,461 @@
+#pragma once
+/// @file
+/// HedraRAG's wavefront scheduler (hedrarag.txt 3.1, 4.2, 4.3, 4.5) over a generator and a
+/// retriever concept: many concurrent requests walk their RAGraphs; each cycle the ready
+/// nodes are cut into sub-stages (Eq. 1), batched by kind and dispatched to the GPU
+/// (generation) and CPU (retrieval) side, which run concurrently; speculative generation
+/// starts from partial retrieval results and is rolled back on mismatch. The baselines of
+/// the paper (sequential stage execution, naive asynchronous pipeline) run on the same
+/// engine so that they are compared on equal terms.
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "frugal/core/error.hpp"
+#include "frugal/retrieve/top_k.hpp"
+#include "frugal/schedule/substage.hpp"
+#include "frugal/schedule/workflow.hpp"
+
+namespace frugal {
+
+/// One request's decode step in a generation batch: the documents it is conditioned on,
+/// its context length, and the text it extends (`*text`, a running hash in simulation).
+struct generation_slot {
+    std::size_t request = 0, step = 0, context = 0;
+    std::span<const std::uint64_t> docs;
+    std::uint64_t* text = nullptr;
+};
+
+/// One request's share of a retrieval batch: the clusters to search now, in order, and the
+/// top-k heap kept across the request's sub-stages.
+struct retrieval_slot {
+    std::size_t request = 0;
+    std::uint64_t query = 0;
+    std::span<const std::size_t> clusters;
+    top_k* results = nullptr;
+};
+
+/// The LLM engine as the scheduler drives it: `step(batch)` runs one decode step for every
+/// slot and returns its duration in ms; `step_time(batch, context)` estimates a step for
+/// sub-stage budgeting; `length(state, node)` is the number of steps the node will decode.
+template <class G>
+concept rag_generator = requires(G& g, const G& cg, std::span<const generation_slot> batch, const rag_state& s,
+                                 const rag_node& n, std::size_t count) {
+    { g.step(batch) } -> std::convertible_to<double>;
+    { cg.step_time(count, count) } -> std::convertible_to<double>;
+    { cg.length(s, n) } -> std::convertible_to<std::size_t>;
+};
+
+/// The vector index as the scheduler drives it: `probe(query)` lists the clusters a query
+/// searches, in order; `cluster_time(c)` estimates the time cluster c adds to a batch;
+/// `search(batch)` searches each slot's clusters into its heap and returns the duration in ms.
+template <class R>
+concept rag_retriever = requires(R& r, const R& cr, std::span<const retrieval_slot> batch, std::uint64_t q,
+                                 std::size_t c) {
+    { cr.probe(q) } -> std::convertible_to<std::vector<std::size_t>>;
+    { cr.cluster_time(c) } -> std::convertible_to<double>;
+    { r.search(batch) } -> std::convertible_to<double>;
+};
+
+/// Which scheduler runs the requests (hedrarag.txt Figure 5).
+enum class rag_policy : std::uint8_t {
+    /// (a) "general RAG frameworks" (LangChain-style chains over an engine): one loop calls
+    /// the LLM engine and the vector index in turn, so the GPU and the CPU never work at the
+    /// same time. The engine decodes step by step with continuous batching; a retrieval call
+    /// searches every queued query's full probe list and blocks the loop until it returns.
+    /// Whichever side's oldest ready stage has waited longer goes next.
+    sequential,
+    /// (b) naive asynchronous integration: GPU and CPU run concurrently; the GPU decodes
+    /// step by step (continuous batching), the CPU searches every queued query's full
+    /// probe list in one call.
+    naive_async,
+    /// (c) HedraRAG: both sides cut into sub-stages of the Eq. 1 budget, new work joins at
+    /// every sub-stage, plus speculative generation when the GPU is under-used.
+    wavefront,
+};
+
+/// Knobs of `schedule_rag`.
+struct rag_schedule_options {
+    rag_policy policy = rag_policy::wavefront;
+    bool speculate = true;                ///< speculative generation (wavefront only)
+    double beta_ms = 0.5;                 ///< Eq. 1's per-dispatch scheduling overhead, charged to every batch
+    std::size_t speculate_below = 16;     ///< tau * T_max of 4.3 as a generation batch size
+    std::size_t speculate_after = 1;      ///< retrieval sub-stages before speculation may start
+    std::size_t doc_tokens = 128;         ///< context tokens per retrieved document
+};
+
+/// A request: its arrival time (ms), its workflow and its initial state.
+struct rag_request {
+    double arrival = 0.0;
+    const rag_graph* graph = nullptr;
+    rag_state state;
+};
+
+/// What happened to one request.
+struct rag_outcome {
+    double arrival = 0.0, finish = 0.0;
+    rag_state state;
+    [[nodiscard]] double latency() const noexcept { return finish - arrival; }
+};
+
+/// The whole run: per-request outcomes (input order), busy times, counters.
+struct rag_run {
+    std::vector<rag_outcome> requests;
+    double makespan = 0.0, gpu_busy = 0.0, cpu_busy = 0.0;
+    std::size_t gpu_batches = 0, cpu_batches = 0, speculations = 0, rollbacks = 0;
+
+    [[nodiscard]] double mean_latency() const {
+        double s = 0.0;
+        for (const auto& r : requests) s += r.latency();
+        return requests.empty() ? 0.0 : s / static_cast<double>(requests.size());
+    }
+};
+
+namespace detail {
+
+inline std::uint64_t rag_mix(std::uint64_t h, std::uint64_t v) noexcept {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 29);
+}
+
+template <class G, class R>
+class rag_engine {
+public:
+    rag_engine(std::vector<rag_request> reqs, G& gen, R& ret, const rag_schedule_options& opt)
+        : gen_(gen), ret_(ret), opt_(opt) {
+        FRUGAL_CHECK(std::isfinite(opt.beta_ms) && opt.beta_ms > 0.0, "schedule_rag: beta ", opt.beta_ms, " ms (must be > 0)");
+        live_.resize(reqs.size());
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+            FRUGAL_CHECK(reqs[i].graph != nullptr, "schedule_rag: request ", i, " has no workflow");
+            FRUGAL_CHECK(std::isfinite(reqs[i].arrival) && reqs[i].arrival >= 0.0, "schedule_rag: request ", i,
+                         " arrives at ", reqs[i].arrival);
+            reqs[i].graph->validate();
+            live_[i].req = std::move(reqs[i]);
+            live_[i].req.state.request = i;
+            order_.push_back(i);
+        }
+        std::stable_sort(order_.begin(), order_.end(),
+                         [&](std::size_t a, std::size_t b) { return live_[a].req.arrival < live_[b].req.arrival; });
+    }
+
+    rag_run run() {
+        std::size_t admitted = 0;
+        while (true) {
+            dispatch();
+            const double next_arrival =
+                admitted < order_.size() ? live_[order_[admitted]].req.arrival : std::numeric_limits<double>::infinity();
+            double t = next_arrival;
+            if (gpu_.running) t = std::min(t, gpu_.end);
+            if (cpu_.running) t = std::min(t, cpu_.end);
+            if (!std::isfinite(t)) break;
+            now_ = t;
+            if (gpu_.running && gpu_.end == t) complete_gpu();
+            if (cpu_.running && cpu_.end == t) complete_cpu();
+            while (admitted < order_.size() && live_[order_[admitted]].req.arrival <= now_) {
+                live& l = live_[order_[admitted++]];
+                advance(l, rag_start);
+            }
+        }
+        rag_run out;
+        out = std::move(stats_);
+        for (auto& l : live_) {
+            FRUGAL_CHECK(l.done, "schedule_rag: request ", l.req.state.request, " never finished (scheduler stall)");
+            out.makespan = std::max(out.makespan, l.finish);
+            out.requests.push_back({l.req.arrival, l.finish, std::move(l.req.state)});
+        }
+        return out;
+    }
+
+private:
+    struct gen_part {
+        bool active = false, busy = false, speculative = false;
+        rag_node_id node = 0;
+        std::size_t steps = 0, length = 0;
+        std::uint64_t text0 = 0, text = 0;
+        std::vector<std::uint64_t> docs;
+    };
+    struct ret_part {
+        bool active = false, busy = false;
+        std::uint64_t query = 0;
+        std::vector<std::size_t> probe;
+        std::size_t next = 0, substages = 0;
+        std::optional<top_k> found;
+        std::vector<std::uint64_t> final_docs;
+    };
+    struct live {
+        rag_request req;
+        rag_node_id at = rag_start;
+        double ready_at = 0.0, finish = 0.0;
+        bool done = false;
+        gen_part gen;
+        ret_part ret;
+        std::optional<bool> verdict;  // speculation outcome waiting for the GPU batch to return
+    };
+    struct side {
+        bool running = false;
+        double end = 0.0;
+        std::vector<std::size_t> members;
+    };
+
+    [[nodiscard]] bool gen_ready(const live& l) const { return l.gen.active && !l.gen.busy && l.gen.steps < l.gen.length; }
+    [[nodiscard]] bool ret_ready(const live& l) const { return l.ret.active && !l.ret.busy && l.ret.next < l.ret.probe.size(); }
+
+    // Walks from node `from` to the next generation or retrieval node (running user nodes),
+    // or finishes the request at END.
+    void advance(live& l, rag_node_id from) {
+        const rag_graph& g = *l.req.graph;
+        for (std::size_t hops = 0;; ++hops) {
+            FRUGAL_CHECK(hops <= 1000000, "schedule_rag: request ", l.req.state.request,
+                         " ran a million user nodes without reaching generation, retrieval or END");
+            const rag_node_id to = g.next(from, l.req.state);
+            if (to == rag_end) {
+                l.done = true;
+                l.finish = now_;
+                return;
+            }
+            const rag_node& n = g.node(to);
+            l.at = to;
+            l.ready_at = now_;
+            if (n.kind == rag_node_kind::user) {
+                n.action(l.req.state);
+                ++l.req.state.visits[to];
+                from = to;
+                continue;
+            }
+            if (n.kind == rag_node_kind::generation) start_generation(l, to, false);
+            else start_retrieval(l, to);
+            return;
+        }
+    }
+
+    void start_generation(live& l, rag_node_id id, bool speculative) {
+        const rag_node& n = l.req.graph->node(id);
+        gen_part& gp = l.gen;
+        gp.active = true;
+        gp.speculative = speculative;
+        gp.node = id;
+        gp.steps = 0;
+        gp.length = std::max<std::size_t>(1, gen_.length(l.req.state, n));
+        gp.text0 = gp.text = l.req.state.text;
+        if (speculative) gp.docs = l.ret.found->ids();
+        else if (!l.req.state.retrieved.empty()) gp.docs = l.req.state.retrieved.back();
+        else gp.docs.clear();
+    }
+
+    void start_retrieval(live& l, rag_node_id id) {
+        const rag_node& n = l.req.graph->node(id);
+        ret_part& rp = l.ret;
+        rp.active = true;
+        rp.query = rag_mix(rag_mix(l.req.state.request, l.req.state.retrieved.size()), l.req.state.text);
+        rp.probe = ret_.probe(rp.query);
+        FRUGAL_CHECK(!rp.probe.empty(), "schedule_rag: the retriever probes no cluster for request ", l.req.state.request);
+        rp.next = 0;
+        rp.substages = 0;
+        rp.found.emplace(n.top_k);
+        double t = 0.0;
+        for (std::size_t c : rp.probe) t += ret_.cluster_time(c);
+        retrieval_mean_ = (retrieval_mean_ * static_cast<double>(retrievals_) + t) / static_cast<double>(retrievals_ + 1);
+        ++retrievals_;
+    }
+
+    [[nodiscard]] std::size_t context(const live& l) const {
+        return l.req.graph->node(l.gen.node).prompt_tokens + opt_.doc_tokens * l.gen.docs.size() + l.gen.steps;
+    }
+
+    // Eq. 1's sub-stage budget from the running mean retrieval-stage time.
+    [[nodiscard]] double budget() const {
+        return retrievals_ == 0 || retrieval_mean_ <= 0.0 ? 0.0 : substage_budget(retrieval_mean_, opt_.beta_ms);
+    }
+
+    void dispatch() {
+        if (opt_.policy == rag_policy::sequential) {
+            if (gpu_.running || cpu_.running) return;
+            double g = std::numeric_limits<double>::infinity(), r = g;
+            for (const live& l : live_) {
+                if (gen_ready(l)) g = std::min(g, l.ready_at);
+                if (ret_ready(l)) r = std::min(r, l.ready_at);
+            }
+            if (g <= r && std::isfinite(g)) dispatch_gpu();
+            else if (std::isfinite(r)) dispatch_cpu();
+            return;
+        }
+        if (!gpu_.running) dispatch_gpu();
+        if (!cpu_.running) dispatch_cpu();
+    }
+
+    void dispatch_gpu() {
+        std::vector<std::size_t> batch;
+        std::size_t ctx = 0, longest = 0;
+        for (std::size_t i = 0; i < live_.size(); ++i)
+            if (gen_ready(live_[i])) {
+                batch.push_back(i);
+                ctx += context(live_[i]);
+                longest = std::max(longest, live_[i].gen.length - live_[i].gen.steps);
+            }
+        if (batch.empty()) return;
+        std::size_t steps = 1;
+        if (opt_.policy == rag_policy::wavefront && budget() > 0.0) {
+            // Generation sub-stage: as many decode steps as fit the Eq. 1 budget.
+            const std::vector<double> costs(longest, gen_.step_time(batch.size(), ctx));
+            steps = partition_by_budget(costs, budget()).front().second;
+        }
+        double d = opt_.beta_ms;
+        std::vector<generation_slot> slots;
+        for (std::size_t s = 0; s < steps; ++s) {
+            slots.clear();
+            for (std::size_t i : batch) {
+                live& l = live_[i];
+                if (l.gen.steps == l.gen.length) continue;
+                slots.push_back({i, l.gen.steps, context(l), l.gen.docs, &l.gen.text});
+            }
+            if (slots.empty()) break;
+            d += static_cast<double>(gen_.step(std::span<const generation_slot>(slots)));
+            for (const auto& sl : slots) ++live_[sl.request].gen.steps;
+        }
+        for (std::size_t i : batch) live_[i].gen.busy = true;
+        gpu_ = {true, now_ + d, std::move(batch)};
+        stats_.gpu_busy += d;
+        ++stats_.gpu_batches;
+    }
+
+    void dispatch_cpu() {
+        std::vector<std::size_t> batch;
+        for (std::size_t i = 0; i < live_.size(); ++i)
+            if (ret_ready(live_[i])) batch.push_back(i);
+        if (batch.empty()) return;
+        const double mb = budget();
+        std::vector<retrieval_slot> slots;
+        for (std::size_t i : batch) {
+            live& l = live_[i];
+            std::size_t end = l.ret.probe.size();
+            if (opt_.policy == rag_policy::wavefront && mb > 0.0) {
+                // Retrieval sub-stage: this request's next clusters up to the budget (4.2).
+                std::vector<double> costs;
+                for (std::size_t k = l.ret.next; k < end; ++k) costs.push_back(ret_.cluster_time(l.ret.probe[k]));
+                end = l.ret.next + partition_by_budget(costs, mb).front().second;
+            }
+            slots.push_back({i, l.ret.query,
+                             std::span<const std::size_t>(l.ret.probe).subspan(l.ret.next, end - l.ret.next),
+                             &*l.ret.found});
+            l.ret.next = end;
+            l.ret.busy = true;
+        }
+        const double d = opt_.beta_ms + static_cast<double>(ret_.search(std::span<const retrieval_slot>(slots)));
+        cpu_ = {true, now_ + d, std::move(batch)};
+        stats_.cpu_busy += d;
+        ++stats_.cpu_batches;
+    }
+
+    void finish_generation(live& l) {
+        l.req.state.text = l.gen.text;
+        ++l.req.state.visits[l.gen.node];
+        l.gen.active = false;
+        advance(l, l.gen.node);
+    }
+
+    // Validates a speculative generation against the final retrieval results (4.3).
+    void apply_verdict(live& l) {
+        const bool same = *l.verdict;
+        l.verdict.reset();
+        l.gen.speculative = false;
+        l.at = l.gen.node;
+        l.ready_at = now_;
+        if (!same) {
+            ++stats_.rollbacks;
+            l.gen.steps = 0;
+            l.gen.text = l.gen.text0;
+            l.gen.docs = l.req.state.retrieved.back();
+            return;
+        }
+        if (l.gen.steps == l.gen.length) finish_generation(l);
+    }
+
+    void complete_gpu() {
+        side s = std::move(gpu_);
+        gpu_ = {};
+        for (std::size_t i : s.members) {
+            live& l = live_[i];
+            l.gen.busy = false;
+            if (l.verdict) apply_verdict(l);
+            else if (!l.gen.speculative && l.gen.active && l.gen.steps == l.gen.length) finish_generation(l);
+        }
+    }
+
+    void complete_cpu() {
+        side s = std::move(cpu_);
+        cpu_ = {};
+        std::size_t gpu_load = 0;
+        for (const live& l : live_) gpu_load += l.gen.active ? 1 : 0;
+        for (std::size_t i : s.members) {
+            live& l = live_[i];
+            l.ret.busy = false;
+            ++l.ret.substages;
+            if (l.ret.next == l.ret.probe.size()) {
+                const rag_node_id r = l.at;
+                l.req.state.retrieved.push_back(l.ret.found->ids());
+                ++l.req.state.visits[r];
+                l.ret.active = false;
+                if (l.gen.active) {  // a speculative generation is running: validate it
+                    l.verdict = l.gen.docs == l.req.state.retrieved.back();
+                    if (!l.gen.busy) apply_verdict(l);
+                } else {
+                    advance(l, r);
+                }
+                continue;
+            }
+            // Speculative generation from the partial top-k when the GPU is under-used (4.3).
+            const rag_graph& g = *l.req.graph;
+            if (opt_.policy == rag_policy::wavefront && opt_.speculate && !l.gen.active &&
+                l.ret.substages >= opt_.speculate_after && gpu_load < opt_.speculate_below && !g.conditional(l.at)) {
+                const rag_node_id to = g.next(l.at, l.req.state);
+                if (to != rag_end && g.node(to).kind == rag_node_kind::generation) {
+                    start_generation(l, to, true);
+                    ++gpu_load;
+                    ++stats_.speculations;
+                }
+            }
+        }
+    }
+
+    G& gen_;
+    R& ret_;
+    rag_schedule_options opt_;
+    std::vector<live> live_;
+    std::vector<std::size_t> order_;
+    side gpu_, cpu_;
+    double now_ = 0.0, retrieval_mean_ = 0.0;
+    std::size_t retrievals_ = 0;
+    rag_run stats_;
+};
+
+}  // namespace detail
+
+/// Runs `requests` through their workflows on `gen` and `ret` under `opt.policy` and
+/// returns each request's arrival, finish and final state. Time advances by the durations
+/// the generator and retriever return, and the GPU side and the CPU side each run one batch
+/// at a time, concurrently (the CPU-GPU pipeline of 4.5); with cost models (rag_simulation.hpp)
+/// this is the deterministic simulation mode. Speculative generations that fail validation
+/// are re-run, so every policy produces the same states.
+/// @code
+/// auto g = frugal::hyde_workflow();
+/// frugal::simulated_generator gen; frugal::simulated_retriever ret;
+/// std::vector<frugal::rag_request> reqs{{0.0, &g, {}}, {5.0, &g, {}}};
+/// auto run = frugal::schedule_rag(reqs, gen, ret, {.policy = frugal::rag_policy::wavefront});
+/// @endcode
+template <rag_generator G, rag_retriever R>
+[[nodiscard]] rag_run schedule_rag(std::vector<rag_request> requests, G& gen, R& ret,
+                                   const rag_schedule_options& opt = {}) {
+    return detail::rag_engine<G, R>(std::move(requests), gen, ret, opt).run();
+}
+
+}  // namespace frugal

@@ -1,0 +1,350 @@
+// Tests of the RAG workflow graph, the wavefront scheduler in simulation mode, and the
+// retrieval module (one translation unit to keep CI compile time low).
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "frugal/retrieve/cluster_order.hpp"
+#include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/retrieve/top_k.hpp"
+#include "frugal/schedule/rag_simulation.hpp"
+#include "frugal/schedule/wavefront.hpp"
+#include "frugal/schedule/workflow.hpp"
+
+namespace {
+
+using frugal::rag_end;
+using frugal::rag_start;
+
+template <class F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const frugal::invalid_argument& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// Concepts: the simulation types model them, other types do not.
+static_assert(frugal::rag_generator<frugal::simulated_generator>);
+static_assert(!frugal::rag_generator<frugal::simulated_retriever>);
+static_assert(frugal::rag_retriever<frugal::simulated_retriever>);
+static_assert(!frugal::rag_retriever<frugal::simulated_generator>);
+static_assert(frugal::ivf_index<frugal::ivf_flat>);
+static_assert(!frugal::ivf_index<frugal::simulated_retriever>);
+
+TEST(RagGraph, ListingOneWorkflowsValidate) {
+    EXPECT_NO_THROW(frugal::one_shot_workflow().validate());
+    EXPECT_NO_THROW(frugal::hyde_workflow().validate());
+    EXPECT_NO_THROW(frugal::multistep_workflow().validate());
+}
+
+TEST(RagGraph, DanglingEdgeIsNamed) {
+    frugal::rag_graph g;
+    g.add_generation(0, "a", 4);
+    g.add_edge(rag_start, 0);
+    g.add_edge(0, 7);
+    const std::string msg = error_of([&] { g.validate(); });
+    EXPECT_NE(msg.find("dangling edge 0 (a) -> 7"), std::string::npos) << msg;
+}
+
+TEST(RagGraph, EdgeFromUnknownNode) {
+    frugal::rag_graph g;
+    g.add_generation(0, "a", 4);
+    g.add_edge(rag_start, 0);
+    g.add_edge(0, rag_end);
+    g.add_edge(3, rag_end);
+    EXPECT_NE(error_of([&] { g.validate(); }).find("edge from unknown node 3"), std::string::npos);
+}
+
+TEST(RagGraph, CycleWithoutConditionalExit) {
+    frugal::rag_graph g;
+    g.add_generation(0, "gen", 4);
+    g.add_retrieval(1, "ret", 2);
+    g.add_edge(rag_start, 0);
+    g.add_edge(0, 1);
+    g.add_edge(1, 0);
+    const std::string msg = error_of([&] { g.validate(); });
+    EXPECT_NE(msg.find("cycle through node 0 (gen) has no conditional edge"), std::string::npos) << msg;
+}
+
+TEST(RagGraph, ConditionalExitMakesTheCycleValid) {
+    frugal::rag_graph g;
+    g.add_generation(0, "gen", 4);
+    g.add_retrieval(1, "ret", 2);
+    g.add_edge(rag_start, 0);
+    g.add_edge(0, 1);
+    g.add_edge(1, [](const frugal::rag_state&) { return rag_end; }, {0, rag_end});
+    EXPECT_NO_THROW(g.validate());
+}
+
+TEST(RagGraph, DeadEndsUnreachableNodesAndDuplicates) {
+    frugal::rag_graph g;
+    g.add_generation(0, "a", 4);
+    g.add_generation(1, "b", 4);
+    g.add_edge(rag_start, 0);
+    EXPECT_NE(error_of([&] { g.validate(); }).find("node 0 (a) has no outgoing edge"), std::string::npos);
+    g.add_edge(0, rag_end);
+    g.add_edge(1, rag_end);
+    EXPECT_NE(error_of([&] { g.validate(); }).find("node 1 (b) is unreachable"), std::string::npos);
+    EXPECT_THROW(g.add_edge(0, 1), frugal::invalid_argument);
+    EXPECT_THROW(g.add_generation(0, "again", 4), frugal::invalid_argument);
+    EXPECT_THROW(g.add_edge(0, rag_start), frugal::invalid_argument);
+    frugal::rag_graph empty;
+    EXPECT_NE(error_of([&] { empty.validate(); }).find("no edge from START"), std::string::npos);
+}
+
+TEST(RagGraph, ConditionalEdgeMustChooseADeclaredTarget) {
+    frugal::rag_graph g;
+    g.add_generation(0, "a", 4);
+    g.add_generation(1, "b", 4);
+    g.add_edge(rag_start, 0);
+    g.add_edge(0, [](const frugal::rag_state&) { return frugal::rag_node_id{1}; }, {rag_end});
+    EXPECT_THROW(g.validate(), frugal::invalid_argument);  // 1 unreachable over declared targets
+    frugal::rag_state s;
+    EXPECT_NE(error_of([&] { (void)g.next(0, s); }).find("not among its declared targets"), std::string::npos);
+}
+
+// An independent oracle: one request walked through its graph alone, node by node, with
+// whole-stage generation and a full search over the probe list.
+frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, std::size_t request, std::size_t doc_tokens) {
+    frugal::simulated_generator gen;
+    frugal::simulated_retriever ret;
+    s.request = request;
+    frugal::rag_node_id at = rag_start;
+    while (true) {
+        at = g.next(at, s);
+        if (at == rag_end) return s;
+        const frugal::rag_node& n = g.node(at);
+        if (n.kind == frugal::rag_node_kind::user) {
+            n.action(s);
+        } else if (n.kind == frugal::rag_node_kind::generation) {
+            const std::size_t len = gen.length(s, n);
+            std::vector<std::uint64_t> docs = s.retrieved.empty() ? std::vector<std::uint64_t>{} : s.retrieved.back();
+            for (std::size_t step = 0; step < len; ++step) {
+                frugal::generation_slot slot{request, step, n.prompt_tokens + doc_tokens * docs.size() + step, docs, &s.text};
+                (void)gen.step(std::span<const frugal::generation_slot>(&slot, 1));
+            }
+        } else {
+            const std::uint64_t q = frugal::detail::rag_mix(frugal::detail::rag_mix(request, s.retrieved.size()), s.text);
+            frugal::top_k best(n.top_k);
+            const auto probe = ret.probe(q);
+            frugal::retrieval_slot slot{request, q, probe, &best};
+            (void)ret.search(std::span<const frugal::retrieval_slot>(&slot, 1));
+            s.retrieved.push_back(best.ids());
+        }
+        ++s.visits[at];
+    }
+}
+
+TEST(RagSchedule, ConditionalRoutingRunsOneRoundPerSubquestion) {
+    const auto g = frugal::multistep_workflow(2);
+    for (std::int64_t rounds : {1, 3, 5}) {
+        frugal::simulated_generator gen;
+        frugal::simulated_retriever ret;
+        frugal::rag_request r{0.0, &g, {}};
+        r.state.values["subquestions"] = rounds;
+        const auto run = frugal::schedule_rag({r}, gen, ret);
+        const auto& s = run.requests.at(0).state;
+        EXPECT_EQ(s.visited(0), 1u);
+        EXPECT_EQ(s.visited(1), static_cast<std::size_t>(rounds));
+        EXPECT_EQ(s.visited(2), static_cast<std::size_t>(rounds));
+        ASSERT_EQ(s.retrieved.size(), static_cast<std::size_t>(rounds));
+        for (const auto& docs : s.retrieved) EXPECT_EQ(docs.size(), 2u);
+    }
+}
+
+TEST(RagSchedule, UserNodesDriveConditionalEdges) {
+    // A user node counts rounds; the conditional edge stops after the count reaches 2.
+    frugal::rag_graph g;
+    g.add_retrieval(0, "ret", 3);
+    g.add_user(1, "count", [](frugal::rag_state& s) { ++s.values["rounds"]; });
+    g.add_edge(rag_start, 0);
+    g.add_edge(0, 1);
+    g.add_edge(1, [](const frugal::rag_state& s) { return s.get("rounds") < 2 ? frugal::rag_node_id{0} : rag_end; },
+               {0, rag_end});
+    frugal::simulated_generator gen;
+    frugal::simulated_retriever ret;
+    const auto run = frugal::schedule_rag({{0.0, &g, {}}}, gen, ret);
+    EXPECT_EQ(run.requests[0].state.get("rounds"), 2);
+    EXPECT_EQ(run.requests[0].state.retrieved.size(), 2u);
+}
+
+std::vector<frugal::rag_request> mixed_requests(const frugal::rag_graph& one, const frugal::rag_graph& hyde,
+                                                const frugal::rag_graph& multi, double rate, std::size_t n) {
+    const std::vector<frugal::rag_mix_entry> mix{{&one, 1.0}, {&hyde, 1.0}, {&multi, 1.0, 1, 3}};
+    return frugal::poisson_requests(mix, rate, n, 11);
+}
+
+TEST(RagSchedule, EveryPolicyMatchesTheOneRequestOracle) {
+    const auto one = frugal::one_shot_workflow(), hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
+    const auto reqs = mixed_requests(one, hyde, multi, 8.0, 40);
+    for (auto policy : {frugal::rag_policy::sequential, frugal::rag_policy::naive_async, frugal::rag_policy::wavefront}) {
+        frugal::simulated_generator gen;
+        frugal::simulated_retriever ret;
+        const auto run = frugal::schedule_rag(reqs, gen, ret, {.policy = policy});
+        ASSERT_EQ(run.requests.size(), reqs.size());
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+            const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128);
+            const auto& got = run.requests[i].state;
+            EXPECT_EQ(got.text, expect.text) << "request " << i;
+            EXPECT_EQ(got.retrieved, expect.retrieved) << "request " << i;
+            EXPECT_EQ(got.visits, expect.visits) << "request " << i;
+            EXPECT_GE(run.requests[i].finish, run.requests[i].arrival);
+        }
+        if (policy == frugal::rag_policy::sequential) {
+            EXPECT_LE(run.gpu_busy + run.cpu_busy, run.makespan + 1e-9);
+        }
+    }
+}
+
+TEST(RagSchedule, SimulationIsDeterministic) {
+    const auto one = frugal::one_shot_workflow(), hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
+    const auto reqs = mixed_requests(one, hyde, multi, 12.0, 60);
+    auto once = [&] {
+        frugal::simulated_generator gen;
+        frugal::simulated_retriever ret;
+        return frugal::schedule_rag(reqs, gen, ret);
+    };
+    const auto a = once(), b = once();
+    ASSERT_EQ(a.requests.size(), b.requests.size());
+    for (std::size_t i = 0; i < a.requests.size(); ++i) {
+        EXPECT_EQ(a.requests[i].finish, b.requests[i].finish);
+        EXPECT_EQ(a.requests[i].state.text, b.requests[i].state.text);
+    }
+    EXPECT_EQ(a.gpu_batches, b.gpu_batches);
+    EXPECT_EQ(a.speculations, b.speculations);
+}
+
+TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
+    const auto one = frugal::one_shot_workflow(), hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
+    const auto reqs = mixed_requests(one, hyde, multi, 4.0, 60);
+    auto run_with = [&](bool speculate) {
+        frugal::simulated_generator gen;
+        frugal::simulated_retriever ret;
+        return frugal::schedule_rag(reqs, gen, ret, {.policy = frugal::rag_policy::wavefront, .speculate = speculate});
+    };
+    const auto plain = run_with(false), spec = run_with(true);
+    EXPECT_EQ(plain.speculations, 0u);
+    EXPECT_GT(spec.speculations, 0u);
+    EXPECT_GT(spec.rollbacks, 0u);  // some partial top-k differ from the final one...
+    EXPECT_LT(spec.rollbacks, spec.speculations);  // ...and some are confirmed
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(spec.requests[i].state.text, plain.requests[i].state.text) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.retrieved, plain.requests[i].state.retrieved) << "request " << i;
+    }
+}
+
+TEST(RagSchedule, RejectsBadInput) {
+    frugal::simulated_generator gen;
+    frugal::simulated_retriever ret;
+    frugal::rag_graph broken;
+    broken.add_generation(0, "a", 4);
+    EXPECT_THROW((void)frugal::schedule_rag({{0.0, &broken, {}}}, gen, ret), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule_rag({{0.0, nullptr, {}}}, gen, ret), frugal::invalid_argument);
+    const auto g = frugal::one_shot_workflow();
+    EXPECT_THROW((void)frugal::schedule_rag({{-1.0, &g, {}}}, gen, ret), frugal::invalid_argument);
+}
+
+TEST(TopK, MatchesSortingEveryCandidate) {
+    std::vector<std::pair<float, std::uint64_t>> all;
+    frugal::top_k best(7);
+    for (std::uint64_t i = 0; i < 200; ++i) {
+        const float d = static_cast<float>((i * 7919) % 101) / 10.0f;  // many ties
+        all.emplace_back(d, i);
+        best.offer(d, i);
+    }
+    std::sort(all.begin(), all.end());
+    all.resize(7);
+    EXPECT_EQ(best.sorted(), all);
+    EXPECT_THROW(frugal::top_k(0), frugal::invalid_argument);
+}
+
+std::vector<float> gaussian_mixture(std::size_t n, std::size_t dim, std::size_t topics, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> z;
+    std::vector<float> centers(topics * dim), out;
+    for (auto& c : centers) c = 4.0f * z(rng);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t t = i % topics;
+        for (std::size_t d = 0; d < dim; ++d) out.push_back(centers[t * dim + d] + z(rng));
+    }
+    return out;
+}
+
+std::vector<std::uint64_t> brute_force(const std::vector<float>& data, std::size_t dim, std::span<const float> q,
+                                       std::size_t k) {
+    std::vector<std::pair<double, std::uint64_t>> d;
+    for (std::size_t i = 0; i < data.size() / dim; ++i) {
+        double s = 0.0;
+        for (std::size_t j = 0; j < dim; ++j) s += (double(data[i * dim + j]) - q[j]) * (double(data[i * dim + j]) - q[j]);
+        d.emplace_back(s, i);
+    }
+    std::sort(d.begin(), d.end());
+    std::vector<std::uint64_t> out;
+    for (std::size_t i = 0; i < k; ++i) out.push_back(d[i].second);
+    return out;
+}
+
+TEST(IvfFlat, ListsHoldTheirNearestCentroidsVectors) {
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(600, dim, 6, 3);
+    const auto ix = frugal::ivf_flat::train(data, dim, 12, 8, 1);
+    std::size_t total = 0;
+    for (std::size_t c = 0; c < ix.lists(); ++c)
+        for (std::size_t id : ix.members(c)) {
+            ++total;
+            EXPECT_EQ(ix.list_of(id), c);
+            for (std::size_t o = 0; o < ix.lists(); ++o)
+                EXPECT_LE(frugal::squared_l2(ix.vector(id), ix.centroid(c)), frugal::squared_l2(ix.vector(id), ix.centroid(o)));
+        }
+    EXPECT_EQ(total, 600u);
+}
+
+TEST(IvfFlat, FullProbeEqualsBruteForce) {
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(500, dim, 5, 4);
+    const auto ix = frugal::ivf_flat::train(data, dim, 10, 6, 2);
+    const auto queries = gaussian_mixture(20, dim, 5, 99);
+    for (std::size_t q = 0; q < 20; ++q) {
+        const std::span<const float> query(queries.data() + q * dim, dim);
+        EXPECT_EQ(ix.search(query, 7, ix.lists()), brute_force(data, dim, query, 7)) << "query " << q;
+    }
+}
+
+TEST(IvfFlat, ResumableSearchEqualsOneShot) {
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(800, dim, 8, 5);
+    const auto ix = frugal::ivf_flat::train(data, dim, 16, 6, 3);
+    const auto queries = gaussian_mixture(10, dim, 8, 77);
+    for (std::size_t q = 0; q < 10; ++q) {
+        const std::span<const float> query(queries.data() + q * dim, dim);
+        const auto probe = ix.probe(query, 9);
+        for (std::size_t chunk : {1u, 2u, 4u}) {
+            frugal::top_k heap(5);
+            for (std::size_t at = 0; at < probe.size(); at += chunk)
+                ix.search_lists(query, std::span<const std::size_t>(probe).subspan(at, std::min(chunk, probe.size() - at)), heap);
+            EXPECT_EQ(heap.ids(), ix.search(query, 5, 9)) << "query " << q << " chunk " << chunk;
+        }
+    }
+    EXPECT_THROW((void)ix.probe(std::vector<float>(3), 2), frugal::invalid_argument);
+    EXPECT_THROW((void)ix.search(std::span<const float>(queries.data(), dim), 5, 17), frugal::invalid_argument);
+}
+
+TEST(ClusterOrder, ResultListsThenSearchedListsThenTheRest) {
+    const std::vector<std::size_t> probe{9, 4, 7, 1, 3, 8};
+    const std::vector<std::size_t> held{3, 7, 42}, searched{4, 3, 7, 5};
+    EXPECT_EQ(frugal::similarity_cluster_order(probe, held, searched), (std::vector<std::size_t>{7, 3, 4, 9, 1, 8}));
+    frugal::retrieval_history h(2);
+    const std::vector<std::pair<std::uint64_t, std::size_t>> results{{10, 8}, {11, 1}, {12, 9}};  // third is dropped
+    h.remember(results, searched);
+    EXPECT_EQ(h.results().size(), 2u);
+    EXPECT_EQ(h.order(probe), (std::vector<std::size_t>{1, 8, 4, 7, 3, 9}));
+}
+
+}  // namespace
