@@ -72,13 +72,13 @@
 #include "frugal/schedule/graph_switch.hpp"
 #include "frugal/schedule/memory_model.hpp"
 #include "frugal/schedule/placement.hpp"
+#include "frugal/schedule/rag_simulation.hpp"
 #include "frugal/schedule/substage.hpp"
 #include "frugal/schedule/timeline.hpp"
+#include "frugal/schedule/wavefront.hpp"
+#include "frugal/schedule/workflow.hpp"
 
-// rag
+// retrieve
 #include "frugal/retrieve/cluster_order.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/top_k.hpp"
-#include "frugal/schedule/rag_simulation.hpp"
-#include "frugal/schedule/wavefront.hpp"
-#include "frugal/schedule/workflow.hpp"
