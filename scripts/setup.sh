@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev   # frugal-bench: argument parsing and JSON records
   libzstd-dev zlib1g-dev            # frugal-bench: compressed cache traces
   python3 python3-matplotlib        # report plots (bench/plot.py)
+  libfaiss-dev                      # frugal::faiss: the FAISS IVF adapter and its tests
 )
 
 missing=()
