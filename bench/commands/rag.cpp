@@ -1,7 +1,8 @@
 // `frugal-bench rag`: HedraRAG's scheduling in simulation mode (sequential stages, a naive
 // asynchronous pipeline, and the wavefront scheduler with sub-stages and speculation) on
 // One-shot, HyDE and Multistep request streams: mean latency by request rate and the
-// highest rate each scheduler sustains under a mean-latency limit.
+// highest rate each scheduler sustains under a mean-latency limit; (b) retrieval on the
+// reference IVF-Flat (reordering, hot set); (c) the FAISS adapter against FAISS's search.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -14,6 +15,14 @@
 #include <frugal/schedule/rag_simulation.hpp>
 #include <frugal/schedule/wavefront.hpp>
 #include <frugal/schedule/workflow.hpp>
+
+#if FRUGAL_BENCH_HAVE_FAISS
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIVFFlat.h>
+#include <omp.h>
+
+#include <frugal/backend/faiss/faiss_ivf.hpp>
+#endif
 
 #include "harness.hpp"
 
@@ -212,6 +221,93 @@ void retrieval_study(bool quick, std::vector<record>& out) {
                    {"hit_ratio", hits / probes}, {"work_hit_ratio", hit_work / work}});
 }
 
+// Part (c): the FAISS adapter against FAISS's own IndexIVFFlat::search on the same index
+// (64-d Gaussian mixture, 256 lists, nprobe 16, k 10), one OpenMP thread so the ratio
+// measures the adapter, not thread scheduling: the batch search in FAISS's list order in
+// one call and in 4 resumable chunks (faiss_ivf_search), and the per-query ivf_index path
+// (faiss_ivf::probe + search_lists into frugal's top_k). `identical` says whether the ids
+// and distances equal FAISS's exactly; `time_ratio` is the adapter's time over FAISS's.
+void faiss_study(bool quick, std::vector<record>& out) {
+#if FRUGAL_BENCH_HAVE_FAISS
+    const std::size_t dim = 64, n = quick ? 5000 : 100000, lists = quick ? 32 : 256, nq = quick ? 50 : 1000;
+    const std::size_t k = 10, nprobe = 16, chunks = 4;
+    std::mt19937_64 rng(11);
+    std::normal_distribution<float> z;
+    std::vector<float> centers(64 * dim), data, q;
+    for (auto& c : centers) c = z(rng);
+    auto draw = [&](std::vector<float>& v, std::size_t rows) {
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t d = 0; d < dim; ++d) v.push_back(centers[(i % 64) * dim + d] + z(rng));
+    };
+    draw(data, n);
+    draw(q, nq);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    faiss::IndexFlatL2 quantizer(static_cast<faiss_idx>(dim));
+    faiss::IndexIVFFlat index(&quantizer, dim, lists);
+    index.train(static_cast<faiss_idx>(n), data.data());
+    index.add(static_cast<faiss_idx>(n), data.data());
+    index.nprobe = nprobe;
+    std::vector<float> want_d(nq * k);
+    std::vector<faiss_idx> want_l(nq * k);
+    const timing faiss_t = measure([&] {
+        index.search(static_cast<faiss_idx>(nq), q.data(), static_cast<faiss_idx>(k), want_d.data(), want_l.data());
+    });
+    // The adapter gets the lists from the quantizer itself, as IndexIVF::search does.
+    auto assign = [&] {
+        std::vector<float> cd(nq * nprobe);
+        std::vector<faiss_idx> a(nq * nprobe);
+        quantizer.search(static_cast<faiss_idx>(nq), q.data(), static_cast<faiss_idx>(nprobe), cd.data(), a.data());
+        return a;
+    };
+    auto emit = [&](const char* impl, const timing& t, bool identical) {
+        out.push_back({{"kind", "faiss"}, {"impl", impl}, {"vectors", n}, {"lists", lists}, {"queries", nq},
+                       {"nprobe", nprobe}, {"k", k}, {"ms", t.median_ms}, {"identical", identical},
+                       {"time_ratio", t.median_ms / faiss_t.median_ms}});
+    };
+    emit("faiss_search", faiss_t, true);
+    std::pair<std::vector<float>, std::vector<faiss_idx>> got;
+    const timing one = measure([&] {
+        faiss_ivf_search s(index, q, nq, k);
+        s.search_chunk(assign(), nprobe);
+        got = s.results();
+    });
+    emit("adapter_one_call", one, got.first == want_d && got.second == want_l);
+    const timing resumed = measure([&] {
+        const auto a = assign();
+        faiss_ivf_search s(index, q, nq, k);
+        const std::size_t per = nprobe / chunks;
+        for (std::size_t c = 0; c < chunks; ++c) {
+            std::vector<faiss_idx> part;
+            for (std::size_t i = 0; i < nq; ++i)
+                part.insert(part.end(), a.begin() + static_cast<std::ptrdiff_t>(i * nprobe + c * per),
+                            a.begin() + static_cast<std::ptrdiff_t>(i * nprobe + (c + 1) * per));
+            s.search_chunk(part, per);
+        }
+        got = s.results();
+    });
+    emit("adapter_resumable_4_chunks", resumed, got.first == want_d && got.second == want_l);
+    const faiss_ivf ivf(index);
+    bool same = true;
+    const timing concept_t = measure([&] {
+        same = true;
+        for (std::size_t i = 0; i < nq; ++i) {
+            const std::span<const float> qi = std::span<const float>(q).subspan(i * dim, dim);
+            top_k heap(k);
+            ivf.search_lists(qi, ivf.probe(qi, nprobe), heap);
+            const auto e = heap.sorted();
+            for (std::size_t j = 0; j < k; ++j)
+                same = same && e[j].first == want_d[i * k + j] && static_cast<faiss_idx>(e[j].second) == want_l[i * k + j];
+        }
+    });
+    emit("adapter_ivf_index_per_query", concept_t, same);
+    omp_set_num_threads(threads);
+#else
+    (void)quick;
+    out.push_back({{"kind", "faiss"}, {"impl", "unavailable"}, {"note", "frugal-bench was built without FAISS"}});
+#endif
+}
+
 class rag_command final : public subcommand {
 public:
     std::string name() const override { return "rag"; }
@@ -225,11 +321,14 @@ public:
             ->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--nprobe", s_.nprobe, "IVF clusters searched per query (of 4096)")->check(CLI::Range(1, 4096))->capture_default_str();
         app.add_option("--seed", s_.seed, "arrival seed")->capture_default_str();
+        app.add_option("--parts", parts_, "parts to run: a (simulation), b (retrieval), c (FAISS adapter)")
+            ->check(CLI::IsMember({"a", "b", "c", "ab", "ac", "bc", "abc"}))->capture_default_str();
     }
     int run(result_sink& sink) override {
         std::vector<record> out;
-        simulate(s_, {0.25, 0.5, 0.75, 1.0}, out);
-        retrieval_study(false, out);
+        if (parts_.find('a') != std::string::npos) simulate(s_, {0.25, 0.5, 0.75, 1.0}, out);
+        if (parts_.find('b') != std::string::npos) retrieval_study(false, out);
+        if (parts_.find('c') != std::string::npos) faiss_study(false, out);
         for (auto& r : out) sink.add(std::move(r));
         return 0;
     }
@@ -251,9 +350,10 @@ public:
                                                         : std::vector<double>{0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1};
         sec.columns = {"workflow",       "kind",          "scheduler",     "rate_per_s",   "mean_latency_ms",
                        "sequential_rate", "wavefront_rate", "rate_ratio",   "naive_ratio",  "reorder_ratio",
-                       "final_topk_in_previous_top20", "hit_ratio", "work_hit_ratio"};
+                       "final_topk_in_previous_top20", "hit_ratio", "work_hit_ratio", "impl", "identical", "time_ratio"};
         simulate(s, fractions, sec.records);
         retrieval_study(ctx.quick, sec.records);
+        faiss_study(ctx.quick, sec.records);
         for (const char* wf : {"one-shot", "hyde", "multistep"})
             sec.plots.push_back({.file = std::string("rag_latency_") + wf + ".png",
                                  .title = std::string("mean latency vs request rate, ") + wf,
@@ -265,6 +365,7 @@ public:
 
 private:
     sim_settings s_;
+    std::string parts_ = "abc";
 };
 
 FRUGAL_BENCH_COMMAND(rag_command);
