@@ -10,6 +10,7 @@
 
 #include "frugal/retrieve/cluster_order.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/retrieve/tiered_ivf.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/schedule/rag_simulation.hpp"
 #include "frugal/schedule/wavefront.hpp"
@@ -265,6 +266,20 @@ TEST(TopK, MatchesSortingEveryCandidate) {
     EXPECT_THROW(frugal::top_k(0), frugal::invalid_argument);
 }
 
+TEST(TopK, MergeKeepsTheBestOfBoth) {
+    std::vector<std::pair<float, std::uint64_t>> all;
+    frugal::top_k a(6), b(6);
+    for (std::uint64_t i = 0; i < 120; ++i) {
+        const float d = static_cast<float>((i * 7907) % 53);  // ties across the two heaps
+        all.emplace_back(d, i);
+        (i % 3 == 0 ? a : b).offer(d, i);
+    }
+    a.merge(b);
+    std::sort(all.begin(), all.end());
+    all.resize(6);
+    EXPECT_EQ(a.sorted(), all);
+}
+
 std::vector<float> gaussian_mixture(std::size_t n, std::size_t dim, std::size_t topics, std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> z;
@@ -334,6 +349,84 @@ TEST(IvfFlat, ResumableSearchEqualsOneShot) {
     }
     EXPECT_THROW((void)ix.probe(std::vector<float>(3), 2), frugal::invalid_argument);
     EXPECT_THROW((void)ix.search(std::span<const float>(queries.data(), dim), 5, 17), frugal::invalid_argument);
+}
+
+TEST(TieredIvf, MergedTopKEqualsSingleTierSearch) {
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(1200, dim, 8, 6);
+    const auto ix = frugal::ivf_flat::train(data, dim, 24, 6, 4);
+    const auto queries = gaussian_mixture(60, dim, 3, 55);  // few topics: a skewed access pattern
+    frugal::tiered_ivf tiers(ix, /*hot_lists=*/5, /*period=*/4, /*decay=*/0.5, dim * sizeof(float),
+                             {.load_gb_per_s = 1e9, .fast_call_ms = 0.0});
+    std::size_t split = 0;
+    for (std::size_t q = 0; q < 60; ++q) {
+        const std::span<const float> query(queries.data() + q * dim, dim);
+        const auto probe = ix.probe(query, 10);
+        std::vector<std::size_t> resident;
+        for (std::size_t c : probe)
+            if (tiers.in_fast_tier(c)) resident.push_back(c);
+        frugal::top_k tiered(7), single(7);
+        const auto what = tiers.search_lists(query, probe, tiered);
+        ix.search_lists(query, probe, single);
+        EXPECT_EQ(tiered.sorted(), single.sorted()) << "query " << q;
+        EXPECT_EQ(what.fast, resident);  // fast_call_ms = 0: every resident list is searched there
+        EXPECT_EQ(what.fast.size() + what.slow.size(), probe.size());
+        split += !what.fast.empty() && !what.slow.empty() ? 1 : 0;
+        tiers.end_substage();
+    }
+    EXPECT_GT(split, 30u);  // the searches really were split between the tiers
+    EXPECT_GT(tiers.hit_ratio(), 0.0);
+    EXPECT_LT(tiers.search_ms(), tiers.single_tier_ms());
+}
+
+TEST(TieredIvf, RefreshLoadsTheHottestListsAsynchronously) {
+    // Four lists of known sizes (one vector each, 1 MB per vector); list 2 is accessed
+    // most, then 0: with room for two lists, those are loaded, 2 first, at 1 GB/s (1 ms each).
+    const std::vector<float> data{0, 0, 10, 0, 20, 0, 30, 0};
+    const auto ix = frugal::ivf_flat::train(data, 2, 4, 0, 1);
+    frugal::tiered_ivf tiers(ix, 2, /*period=*/1, /*decay=*/1.0, 1000000,
+                             {.slow_gb_per_s = 1.0, .fast_gb_per_s = 10.0, .load_gb_per_s = 1.0, .list_ms = 0.0,
+                              .fast_call_ms = 0.0});
+    const std::vector<float> q{0, 0};
+    const std::size_t l0 = ix.list_of(0), l2 = ix.list_of(2), l3 = ix.list_of(3);
+    const std::vector<std::size_t> hot{l2, l2, l2, l0, l0, l3};
+    frugal::top_k heap(1);
+    const auto first = tiers.search_lists(q, hot, heap);
+    EXPECT_TRUE(first.fast.empty());
+    EXPECT_DOUBLE_EQ(first.ms, 6.0);  // 6 MB at 1 GB/s
+    tiers.end_substage(0.5);          // refresh at t = 6.5: list l2 ready at 7.5, l0 at 8.5
+    EXPECT_FALSE(tiers.in_fast_tier(l2));
+    tiers.end_substage(1.0);          // t = 7.5
+    EXPECT_TRUE(tiers.in_fast_tier(l2));
+    EXPECT_FALSE(tiers.in_fast_tier(l0));
+    EXPECT_DOUBLE_EQ(tiers.load_ms(), 2.0);
+    const std::vector<std::size_t> both{l2, l3};
+    const auto second = tiers.search_lists(q, both, heap);
+    EXPECT_EQ(second.fast, std::vector<std::size_t>{l2});
+    EXPECT_EQ(second.slow, std::vector<std::size_t>{l3});
+    EXPECT_DOUBLE_EQ(second.ms, 1.0);  // max(0.1 ms on the fast tier, 1 ms on the slow one)
+    EXPECT_DOUBLE_EQ(second.single_tier_ms, 2.0);
+    EXPECT_EQ(heap.ids(), std::vector<std::uint64_t>{0});
+}
+
+TEST(TieredIvf, SkipsTheFastTierWhenItsLaunchCostsMore) {
+    const auto data = gaussian_mixture(300, 4, 3, 8);
+    const auto ix = frugal::ivf_flat::train(data, 4, 6, 4, 1);
+    frugal::tiered_ivf tiers(ix, 6, 1, 1.0, 16, {.load_gb_per_s = 1e9, .fast_call_ms = 1e6});
+    const std::vector<std::size_t> all{0, 1, 2, 3, 4, 5};
+    frugal::top_k heap(3), single(3);
+    (void)tiers.search_lists(std::span<const float>(data.data(), 4), all, heap);
+    tiers.end_substage();     // refresh: all six lists start loading
+    tiers.end_substage(1.0);  // and are loaded a millisecond later
+    const auto what = tiers.search_lists(std::span<const float>(data.data(), 4), all, heap = frugal::top_k(3));
+    EXPECT_TRUE(what.fast.empty());
+    EXPECT_EQ(what.slow, all);
+    EXPECT_DOUBLE_EQ(what.ms, what.single_tier_ms);
+    EXPECT_DOUBLE_EQ(tiers.hit_ratio(), 0.5);  // resident in the second search, though not used
+    ix.search_lists(std::span<const float>(data.data(), 4), all, single);
+    EXPECT_EQ(heap.sorted(), single.sorted());
+    EXPECT_THROW(frugal::tiered_ivf(ix, 2, 1, 0.5, 0), frugal::invalid_argument);
+    EXPECT_THROW(tiers.end_substage(-1.0), frugal::invalid_argument);
 }
 
 TEST(ClusterOrder, ResultListsThenSearchedListsThenTheRest) {
