@@ -36,6 +36,18 @@ static_assert(frugal::rag_generator<frugal::simulated_generator>);
 static_assert(!frugal::rag_generator<frugal::simulated_retriever>);
 static_assert(frugal::rag_retriever<frugal::simulated_retriever>);
 static_assert(!frugal::rag_retriever<frugal::simulated_generator>);
+static_assert(frugal::rag_ordered_retriever<frugal::simulated_retriever>);
+
+// A retriever that names neither its queries nor its results' clusters: the scheduler hashes
+// the query itself and searches in probe order.
+struct unordered_retriever {
+    frugal::simulated_retriever inner;
+    std::vector<std::size_t> probe(std::uint64_t q) const { return inner.probe(q); }
+    double cluster_time(std::size_t c) const { return inner.cluster_time(c); }
+    double search(std::span<const frugal::retrieval_slot> batch) { return inner.search(batch); }
+};
+static_assert(frugal::rag_retriever<unordered_retriever>);
+static_assert(!frugal::rag_ordered_retriever<unordered_retriever>);
 static_assert(frugal::ivf_index<frugal::ivf_flat>);
 static_assert(!frugal::ivf_index<frugal::simulated_retriever>);
 
@@ -113,9 +125,10 @@ TEST(RagGraph, ConditionalEdgeMustChooseADeclaredTarget) {
 
 // An independent oracle: one request walked through its graph alone, node by node, with
 // whole-stage generation and a full search over the probe list.
-frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, std::size_t request, std::size_t doc_tokens) {
+frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, std::size_t request, std::size_t doc_tokens,
+                             const frugal::simulated_retriever::config& rc = {}) {
     frugal::simulated_generator gen;
-    frugal::simulated_retriever ret;
+    frugal::simulated_retriever ret(rc);
     s.request = request;
     frugal::rag_node_id at = rag_start;
     while (true) {
@@ -132,7 +145,7 @@ frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, st
                 (void)gen.step(std::span<const frugal::generation_slot>(&slot, 1));
             }
         } else {
-            const std::uint64_t q = frugal::detail::rag_mix(frugal::detail::rag_mix(request, s.retrieved.size()), s.text);
+            const std::uint64_t q = ret.query_of(s);
             frugal::top_k best(n.top_k);
             const auto probe = ret.probe(q);
             frugal::retrieval_slot slot{request, q, probe, &best};
@@ -241,6 +254,64 @@ TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
     }
 }
 
+// Requests whose successive queries share a topic, and whose query from a half-done
+// generation is the final one half of the time.
+frugal::simulated_retriever::config similar_queries() {
+    frugal::simulated_retriever::config rc;
+    rc.request_similarity = 0.95;
+    rc.query_buckets = 2;
+    return rc;
+}
+
+TEST(RagSchedule, SimilarityAwareOrderFindsTheTopKSoonerWithTheSameResults) {
+    const auto multi = frugal::multistep_workflow(2);
+    const std::vector<frugal::rag_mix_entry> mix{{&multi, 1.0, 3, 4}};
+    const auto reqs = frugal::poisson_requests(mix, 4.0, 40, 5);
+    auto run_with = [&](bool reorder) {
+        frugal::simulated_generator gen;
+        frugal::simulated_retriever ret(similar_queries());
+        return frugal::schedule_rag(reqs, gen, ret, {.policy = frugal::rag_policy::wavefront, .reorder = reorder});
+    };
+    const auto plain = run_with(false), ordered = run_with(true);
+    ASSERT_EQ(plain.retrievals, ordered.retrievals);
+    frugal::simulated_generator gen;
+    unordered_retriever hashed{frugal::simulated_retriever{}};
+    const auto fallback = frugal::schedule_rag(reqs, gen, hashed);
+    // Clusters searched until the top-k last changed: the history's lists come first.
+    EXPECT_LT(ordered.clusters_to_final, plain.clusters_to_final);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, similar_queries());
+        EXPECT_EQ(ordered.requests[i].state.retrieved, expect.retrieved) << "request " << i;
+        EXPECT_EQ(ordered.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(plain.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(fallback.requests[i].state.retrieved, walk_alone(*reqs[i].graph, reqs[i].state, i, 128).retrieved);
+    }
+}
+
+TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
+    const auto hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
+    const std::vector<frugal::rag_mix_entry> mix{{&hyde, 1.0}, {&multi, 1.0, 2, 4}};
+    const auto reqs = frugal::poisson_requests(mix, 6.0, 60, 9);
+    auto run_with = [&](bool speculate) {
+        frugal::simulated_generator gen;
+        frugal::simulated_retriever ret(similar_queries());
+        return frugal::schedule_rag(reqs, gen, ret,
+                                    {.policy = frugal::rag_policy::wavefront, .speculate_retrieval = speculate});
+    };
+    const auto plain = run_with(false), spec = run_with(true);
+    EXPECT_EQ(plain.retrieval_speculations, 0u);
+    EXPECT_GT(spec.retrieval_speculations, 0u);
+    EXPECT_GT(spec.retrieval_rollbacks, 0u);                          // some partial queries differ...
+    EXPECT_LT(spec.retrieval_rollbacks, spec.retrieval_speculations);  // ...and some are the final ones
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, similar_queries());
+        EXPECT_EQ(spec.requests[i].state.retrieved, expect.retrieved) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.visits, expect.visits) << "request " << i;
+        EXPECT_EQ(plain.requests[i].state.text, expect.text) << "request " << i;
+    }
+}
+
 TEST(RagSchedule, RejectsBadInput) {
     frugal::simulated_generator gen;
     frugal::simulated_retriever ret;
@@ -250,6 +321,9 @@ TEST(RagSchedule, RejectsBadInput) {
     EXPECT_THROW((void)frugal::schedule_rag({{0.0, nullptr, {}}}, gen, ret), frugal::invalid_argument);
     const auto g = frugal::one_shot_workflow();
     EXPECT_THROW((void)frugal::schedule_rag({{-1.0, &g, {}}}, gen, ret), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule_rag({{0.0, &g, {}}}, gen, ret, {.history = 0}), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule_rag({{0.0, &g, {}}}, gen, ret, {.speculate_retrieval_at = 1.0}),
+                 frugal::invalid_argument);
 }
 
 TEST(TopK, MatchesSortingEveryCandidate) {
