@@ -137,6 +137,40 @@ void simulate(const sim_settings& s, const std::vector<double>& rate_fractions, 
     }
 }
 
+// Part (a), continued: the retrieval coordination of 4.3 inside the wavefront scheduler, on
+// Multistep requests whose successive queries are similar (request_similarity 0.95) and
+// whose query from a half-done generation is the final one half of the time
+// (query_buckets 2), at a fixed rate: without it, with the similarity-aware cluster order
+// (each request's top-20 cache), and with speculative retrieval on top. Per retrieval: the
+// clusters searched until every final result was found; speculation counts; mean latency.
+void coordination_study(const sim_settings& s, double rate, std::vector<record>& out) {
+    const workload w = workloads()[2];
+    const std::vector<rag_mix_entry> mix{{&w.graph, 1.0, w.min_sub, w.max_sub}};
+    const auto reqs = poisson_requests(mix, rate, s.requests, s.seed);
+    struct variant {
+        const char* name;
+        bool reorder, speculate_retrieval;
+    };
+    for (const variant v : {variant{"wavefront", false, false}, variant{"+reorder", true, false},
+                            variant{"+reorder+speculative_retrieval", true, true}}) {
+        simulated_generator gen;
+        simulated_retriever::config rc;
+        rc.nprobe = s.nprobe;
+        rc.request_similarity = 0.95;
+        rc.query_buckets = 2;
+        simulated_retriever ret(rc);
+        const rag_run run = schedule_rag(reqs, gen, ret,
+                                         {.policy = rag_policy::wavefront, .reorder = v.reorder,
+                                          .speculate_retrieval = v.speculate_retrieval});
+        out.push_back({{"workflow", w.name}, {"kind", "coordination"}, {"scheduler", v.name}, {"rate_per_s", rate},
+                       {"mean_latency_ms", run.mean_latency()},
+                       {"clusters_to_final", static_cast<double>(run.clusters_to_final) / static_cast<double>(run.retrievals)},
+                       {"speculations", run.speculations}, {"rollbacks", run.rollbacks},
+                       {"retrieval_speculations", run.retrieval_speculations},
+                       {"retrieval_rollbacks", run.retrieval_rollbacks}, {"cpu_busy_ms", run.cpu_busy}});
+    }
+}
+
 // Part (b): real retrieval on the reference IVF-Flat over a Gaussian mixture (64 unit-variance
 // topics whose centers are themselves N(0, 1), so topics overlap). Requests pick
 // a topic by Zipf(1.1) and issue successive queries that drift a little from each other.
@@ -328,7 +362,10 @@ public:
     }
     int run(result_sink& sink) override {
         std::vector<record> out;
-        if (parts_.find('a') != std::string::npos) simulate(s_, {0.25, 0.5, 0.75, 1.0}, out);
+        if (parts_.find('a') != std::string::npos) {
+            simulate(s_, {0.25, 0.5, 0.75, 1.0}, out);
+            coordination_study(s_, 8.0, out);
+        }
         if (parts_.find('b') != std::string::npos) retrieval_study(false, out);
         if (parts_.find('c') != std::string::npos) faiss_study(false, out);
         for (auto& r : out) sink.add(std::move(r));
@@ -351,9 +388,10 @@ public:
         const std::vector<double> fractions = ctx.quick ? std::vector<double>{0.5, 1.0}
                                                         : std::vector<double>{0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1};
         sec.columns = {"workflow",       "kind",          "scheduler",     "rate_per_s",   "mean_latency_ms",
-                       "sequential_rate", "wavefront_rate", "rate_ratio",   "naive_ratio",  "reorder_ratio",
+                       "sequential_rate", "wavefront_rate", "rate_ratio",   "naive_ratio",  "clusters_to_final", "retrieval_rollbacks", "reorder_ratio",
                        "final_topk_in_previous_top20", "hit_ratio", "work_hit_ratio", "time_saved", "impl", "identical", "time_ratio"};
         simulate(s, fractions, sec.records);
+        coordination_study(s, 8.0, sec.records);
         retrieval_study(ctx.quick, sec.records);
         faiss_study(ctx.quick, sec.records);
         for (const char* wf : {"one-shot", "hyde", "multistep"})
