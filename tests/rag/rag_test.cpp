@@ -8,6 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include "minimal_backend.hpp"
+#if FRUGAL_TEST_RAG_EIGEN
+#include "frugal/backend/eigen/eigen_backend.hpp"
+#endif
+
 #include "frugal/retrieve/cluster_order.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/tiered_ivf.hpp"
@@ -394,6 +399,52 @@ TEST(IvfFlat, ListsHoldTheirNearestCentroidsVectors) {
         }
     EXPECT_EQ(total, 600u);
 }
+
+// Every vector sits in the list of a nearest centroid, up to float rounding of the GEMM
+// distances (checked in double precision).
+template <class Backend>
+void expect_gemm_training_is_kmeans(Backend backend) {
+    const std::size_t dim = 16, n = 3000;
+    const auto data = gaussian_mixture(n, dim, 10, 12);
+    const auto ix = frugal::ivf_flat::train(data, dim, 24, 8, 5, backend);
+    auto dist = [&](std::size_t id, std::size_t c) {
+        double s = 0.0;
+        for (std::size_t d = 0; d < dim; ++d) {
+            const double x = double(ix.vector(id)[d]) - ix.centroid(c)[d];
+            s += x * x;
+        }
+        return s;
+    };
+    std::size_t total = 0;
+    for (std::size_t id = 0; id < n; ++id) {
+        double best = dist(id, 0);
+        for (std::size_t c = 1; c < ix.lists(); ++c) best = std::min(best, dist(id, c));
+        EXPECT_LE(dist(id, ix.list_of(id)), best + 1e-4 * (1.0 + best)) << "vector " << id;
+    }
+    for (std::size_t c = 0; c < ix.lists(); ++c) {
+        total += ix.list_size(c);
+        // Lloyd's fixed point: a non-empty list's centroid is (nearly) its members' mean.
+        if (ix.list_size(c) == 0) continue;
+        for (std::size_t d = 0; d < dim; ++d) {
+            double mean = 0.0;
+            for (std::size_t id : ix.members(c)) mean += ix.vector(id)[d];
+            mean /= static_cast<double>(ix.list_size(c));
+            EXPECT_NEAR(ix.centroid(c)[d], mean, 0.5) << "list " << c;
+        }
+    }
+    EXPECT_EQ(total, n);
+    const auto queries = gaussian_mixture(10, dim, 10, 71);
+    for (std::size_t q = 0; q < 10; ++q) {
+        const std::span<const float> query(queries.data() + q * dim, dim);
+        EXPECT_EQ(ix.search(query, 5, ix.lists()), brute_force(data, dim, query, 5)) << "query " << q;
+    }
+}
+
+TEST(IvfFlat, GemmKMeansOnAUserBackend) { expect_gemm_training_is_kmeans(example::minimal_backend{}); }
+
+#if FRUGAL_TEST_RAG_EIGEN
+TEST(IvfFlat, GemmKMeansOnEigen) { expect_gemm_training_is_kmeans(frugal::eigen::backend{}); }
+#endif
 
 TEST(IvfFlat, FullProbeEqualsBruteForce) {
     const std::size_t dim = 8;
