@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "frugal/backend/faiss/faiss_ivf.hpp"
+#include "frugal/retrieve/cluster_order.hpp"
+#include "frugal/retrieve/tiered_ivf.hpp"
 #include "frugal/retrieve/top_k.hpp"
 
 namespace {
@@ -133,6 +135,34 @@ TEST(FaissIvf, AnyListOrderGivesTheSameTopK) {
     const auto [d, l] = s.results();
     EXPECT_EQ(l, want_l);
     EXPECT_EQ(d, want_d);
+}
+
+TEST(FaissIvf, TieredAndReorderedSearchesOverFaissGiveFaissResults) {
+    // frugal's retrieval pieces over the adapter: the similarity-aware order from the
+    // previous query's results, and a fast tier holding the hot lists, merged.
+    fixture f;
+    const auto [want_d, want_l] = f.faiss_search();
+    const frugal::faiss_ivf ivf(f.index);
+    frugal::tiered_ivf tiers(ivf, 8, 2, 0.5, dim * sizeof(float), {.load_gb_per_s = 1e9, .fast_call_ms = 0.0});
+    frugal::retrieval_history history(20);
+    std::size_t fast = 0;
+    for (std::size_t i = 0; i < queries; ++i) {
+        const auto order = history.order(ivf.probe(f.query(i), nprobe));
+        frugal::top_k heap(k);
+        fast += tiers.search_lists(f.query(i), order, heap).fast.size();
+        tiers.end_substage(1.0);
+        const std::vector<std::uint64_t> want(want_l.begin() + static_cast<std::ptrdiff_t>(i * k),
+                                              want_l.begin() + static_cast<std::ptrdiff_t>((i + 1) * k));
+        EXPECT_EQ(heap.ids(), want) << "query " << i;
+        std::vector<std::pair<std::uint64_t, std::size_t>> found;
+        for (std::uint64_t id : heap.ids()) {  // the list FAISS put each result in
+            faiss_idx list = -1;
+            f.quantizer.assign(1, f.data.data() + id * dim, &list);
+            found.emplace_back(id, static_cast<std::size_t>(list));
+        }
+        history.remember(found, order);
+    }
+    EXPECT_GT(fast, 0u);
 }
 
 TEST(FaissIvf, RejectsBadInput) {
