@@ -61,6 +61,14 @@ struct fixture {
     std::span<const float> query(std::size_t i) const { return std::span<const float>(q).subspan(i * dim, dim); }
 };
 
+// The resumable search's current results equal FAISS's, bit for bit.
+void expect_faiss_results(const frugal::faiss_ivf_search& s, const std::vector<float>& want_d,
+                          const std::vector<faiss_idx>& want_l) {
+    const auto [d, l] = s.results();
+    EXPECT_EQ(l, want_l);
+    EXPECT_EQ(d, want_d);
+}
+
 // Columns [from, to) of a queries x nprobe assignment, row-major.
 std::vector<faiss_idx> columns(const std::vector<faiss_idx>& a, std::size_t from, std::size_t to) {
     std::vector<faiss_idx> out;
@@ -74,9 +82,7 @@ TEST(FaissIvf, OneChunkInFaissOrderEqualsFaissSearch) {
     const auto [want_d, want_l] = f.faiss_search();
     frugal::faiss_ivf_search s(f.index, f.q, queries, k);
     s.search_chunk(f.assignment(), nprobe);
-    const auto [d, l] = s.results();
-    EXPECT_EQ(l, want_l);
-    EXPECT_EQ(d, want_d);  // bitwise: the same scanner on the same heaps
+    expect_faiss_results(s, want_d, want_l);  // bitwise: the same scanner on the same heaps
 }
 
 TEST(FaissIvf, ResumableChunksEqualOneShot) {
@@ -89,9 +95,7 @@ TEST(FaissIvf, ResumableChunksEqualOneShot) {
     EXPECT_NE(partial.second, want_l);  // the later lists still change the top-k
     s.search_chunk(columns(a, 1, 4), 3);
     s.search_chunk(columns(a, 4, nprobe), nprobe - 4);
-    const auto [d, l] = s.results();
-    EXPECT_EQ(l, want_l);
-    EXPECT_EQ(d, want_d);
+    expect_faiss_results(s, want_d, want_l);
 }
 
 TEST(FaissIvf, ConceptAdapterMatchesFaissInProbeOrderAndInChunks) {
@@ -109,7 +113,7 @@ TEST(FaissIvf, ConceptAdapterMatchesFaissInProbeOrderAndInChunks) {
         for (std::size_t j = 0; j < nprobe; ++j) EXPECT_EQ(static_cast<faiss_idx>(probe[j]), a[i * nprobe + j]);
         const std::vector<std::uint64_t> want(want_l.begin() + static_cast<std::ptrdiff_t>(i * k),
                                               want_l.begin() + static_cast<std::ptrdiff_t>((i + 1) * k));
-        EXPECT_EQ(ivf.search(f.query(i), k, nprobe), want) << "query " << i;
+        EXPECT_EQ(frugal::ivf_search(ivf, f.query(i), k, nprobe), want) << "query " << i;
         // Resumed chunk by chunk into a frugal top_k (seeded FAISS heaps).
         frugal::top_k heap(k);
         const std::span<const std::size_t> p(probe);
@@ -132,9 +136,7 @@ TEST(FaissIvf, AnyListOrderGivesTheSameTopK) {
                      a.begin() + static_cast<std::ptrdiff_t>((i + 1) * nprobe));
     frugal::faiss_ivf_search s(f.index, f.q, queries, k);
     s.search_chunk(a, nprobe);
-    const auto [d, l] = s.results();
-    EXPECT_EQ(l, want_l);
-    EXPECT_EQ(d, want_d);
+    expect_faiss_results(s, want_d, want_l);
 }
 
 TEST(FaissIvf, TieredAndReorderedSearchesOverFaissGiveFaissResults) {

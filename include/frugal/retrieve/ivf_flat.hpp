@@ -35,6 +35,20 @@ concept ivf_index = requires(const I& i, std::span<const float> q, std::span<con
     i.search_lists(q, lists, heap);
 };
 
+/// One-shot search of any `ivf_index`: the k nearest ids among the nprobe lists nearest
+/// `query`, nearest first.
+/// @code
+/// auto ids = frugal::ivf_search(index, query, /*k=*/5, /*nprobe=*/8);
+/// @endcode
+template <class Index>
+    requires ivf_index<Index>
+[[nodiscard]] std::vector<std::uint64_t> ivf_search(const Index& index, std::span<const float> query, std::size_t k,
+                                                    std::size_t nprobe) {
+    top_k heap(k);
+    index.search_lists(query, index.probe(query, nprobe), heap);
+    return heap.ids();
+}
+
 /// Squared Euclidean distance of two equal-length vectors.
 [[nodiscard]] inline float squared_l2(std::span<const float> a, std::span<const float> b) noexcept {
     float s = 0.0f;
@@ -183,9 +197,7 @@ public:
 
     /// One-shot search: the k nearest ids among the nprobe nearest lists, nearest first.
     [[nodiscard]] std::vector<std::uint64_t> search(std::span<const float> query, std::size_t k, std::size_t nprobe) const {
-        top_k heap(k);
-        search_lists(query, probe(query, nprobe), heap);
-        return heap.ids();
+        return ivf_search(*this, query, k, nprobe);
     }
 
 private:

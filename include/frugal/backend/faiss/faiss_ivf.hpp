@@ -178,13 +178,6 @@ public:
         heap = std::move(merged);
     }
 
-    /// One-shot search: the k nearest ids among the nprobe nearest lists, nearest first.
-    [[nodiscard]] std::vector<std::uint64_t> search(std::span<const float> query, std::size_t k, std::size_t nprobe) const {
-        top_k heap(k);
-        search_lists(query, probe(query, nprobe), heap);
-        return heap.ids();
-    }
-
 private:
     void check_query(std::span<const float> q) const {
         FRUGAL_CHECK(q.size() == dim(), "faiss_ivf: query of dimension ", q.size(), " for an index of dimension ", dim());
