@@ -405,6 +405,14 @@ public:
                                  .x = "rate_per_s", .y = "mean_latency_ms", .series = "scheduler",
                                  .xlabel = "requests / s", .ylabel = "mean latency (ms)", .logy = true,
                                  .filter = {{"workflow", wf}, {"kind", "rate"}}});
+        sec.plots.push_back({.file = "rag_coordination.png",
+                             .title = "Multistep, similar queries: clusters searched until the final top-k",
+                             .x = "scheduler", .y = "clusters_to_final", .series = "", .xlabel = "wavefront variant",
+                             .ylabel = "clusters per retrieval", .kind = "bar",
+                             .filter = {{"kind", "coordination"}}});
+        sec.plots.push_back({.file = "rag_faiss.png", .title = "FAISS adapter time over IndexIVF::search (identical results)",
+                             .x = "impl", .y = "time_ratio", .series = "", .xlabel = "search path",
+                             .ylabel = "time / FAISS's", .kind = "bar", .filter = {{"kind", "faiss"}}});
         return sec;
     }
 
