@@ -10,6 +10,7 @@
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIVFFlat.h>
+#include <faiss/IndexIVFPQ.h>
 #include <gtest/gtest.h>
 
 #include "frugal/backend/faiss/faiss_ivf.hpp"
@@ -165,6 +166,26 @@ TEST(FaissIvf, TieredAndReorderedSearchesOverFaissGiveFaissResults) {
         history.remember(found, order);
     }
     EXPECT_GT(fast, 0u);
+}
+
+TEST(FaissIvf, ResidualCodecGetsTheCoarseDistances) {
+    // IVF-PQ scans with precomputed tables that add each list's query-to-centroid distance;
+    // the adapter passes the distances IndexIVF::search would (10 queries: FAISS's quantizer
+    // computes them with the same kernel, not BLAS).
+    fixture f;
+    faiss::IndexFlatL2 quantizer(static_cast<faiss_idx>(dim));
+    faiss::IndexIVFPQ pq(&quantizer, dim, lists, 4, 6);
+    pq.train(static_cast<faiss_idx>(n), f.data.data());
+    pq.add(static_cast<faiss_idx>(n), f.data.data());
+    pq.nprobe = nprobe;
+    const std::size_t few = 10;
+    std::vector<float> want_d(few * k), cd(few * nprobe);
+    std::vector<faiss_idx> want_l(few * k), a(few * nprobe);
+    pq.search(static_cast<faiss_idx>(few), f.q.data(), static_cast<faiss_idx>(k), want_d.data(), want_l.data());
+    quantizer.search(static_cast<faiss_idx>(few), f.q.data(), static_cast<faiss_idx>(nprobe), cd.data(), a.data());
+    frugal::faiss_ivf_search s(pq, std::span<const float>(f.q).first(few * dim), few, k);
+    s.search_chunk(a, nprobe);
+    expect_faiss_results(s, want_d, want_l);
 }
 
 TEST(FaissIvf, RejectsBadInput) {

@@ -16,6 +16,7 @@
 
 #include <faiss/IndexIVF.h>
 #include <faiss/utils/Heap.h>
+#include <faiss/utils/distances.h>
 
 #include "frugal/core/error.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
@@ -41,9 +42,17 @@ inline void faiss_scan_into_heaps(faiss::IndexIVF& ix, std::size_t n, const floa
     for (faiss_idx c : lists)
         FRUGAL_CHECK_AS(frugal::out_of_range, c < static_cast<faiss_idx>(ix.nlist), "faiss_ivf: list ", c, " >= ",
                         ix.nlist);
-    // Coarse distances only matter to the scanners of residual codecs; a chunk scanned in
-    // an order of frugal's choosing has none to give, and IVF-Flat ignores them.
-    const std::vector<float> coarse(lists.size(), 0.0f);
+    // The query-to-centroid distances IndexIVF::search would pass: IVF-Flat ignores them,
+    // residual codecs with precomputed tables (IVF-PQ) need them.
+    const std::size_t d = static_cast<std::size_t>(ix.d);
+    std::vector<float> coarse(lists.size(), 0.0f), centroid(d);
+    for (std::size_t j = 0; j < lists.size(); ++j) {
+        if (lists[j] < 0) continue;
+        ix.quantizer->reconstruct(lists[j], centroid.data());
+        const float* q = x + (j / per_query) * d;
+        coarse[j] = ix.metric_type == faiss::METRIC_INNER_PRODUCT ? faiss::fvec_inner_product(q, centroid.data(), d)
+                                                                 : faiss::fvec_L2sqr(q, centroid.data(), d);
+    }
     faiss::SearchParametersIVF p;
     p.nprobe = per_query;
     p.max_codes = 0;
