@@ -1,19 +1,29 @@
 // `frugal-bench rag`: HedraRAG's scheduling in simulation mode (sequential stages, a naive
 // asynchronous pipeline, and the wavefront scheduler with sub-stages and speculation) on
 // One-shot, HyDE and Multistep request streams: mean latency by request rate and the
-// highest rate each scheduler sustains under a mean-latency limit.
+// highest rate each scheduler sustains under a mean-latency limit; (b) retrieval on the
+// reference IVF-Flat (reordering, hot set); (c) the FAISS adapter against FAISS's search.
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <frugal/cache/hot_set.hpp>
+#include <frugal/backend/eigen/eigen_backend.hpp>
 #include <frugal/retrieve/cluster_order.hpp>
 #include <frugal/retrieve/ivf_flat.hpp>
+#include <frugal/retrieve/tiered_ivf.hpp>
 #include <frugal/schedule/rag_simulation.hpp>
 #include <frugal/schedule/wavefront.hpp>
 #include <frugal/schedule/workflow.hpp>
+
+#if FRUGAL_BENCH_HAVE_FAISS
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIVFFlat.h>
+#include <omp.h>
+
+#include <frugal/backend/faiss/faiss_ivf.hpp>
+#endif
 
 #include "harness.hpp"
 
@@ -128,14 +138,49 @@ void simulate(const sim_settings& s, const std::vector<double>& rate_fractions, 
     }
 }
 
+// Part (a), continued: the retrieval coordination of 4.3 inside the wavefront scheduler, on
+// Multistep requests whose successive queries are similar (request_similarity 0.95) and
+// whose query from a half-done generation is the final one half of the time
+// (query_buckets 2), at a fixed rate: without it, with the similarity-aware cluster order
+// (each request's top-20 cache), and with speculative retrieval on top. Per retrieval: the
+// clusters searched until every final result was found; speculation counts; mean latency.
+void coordination_study(const sim_settings& s, double rate, std::vector<record>& out) {
+    const workload w = workloads()[2];
+    const std::vector<rag_mix_entry> mix{{&w.graph, 1.0, w.min_sub, w.max_sub}};
+    const auto reqs = poisson_requests(mix, rate, s.requests, s.seed);
+    struct variant {
+        const char* name;
+        bool reorder, speculate_retrieval;
+    };
+    for (const variant v : {variant{"wavefront", false, false}, variant{"+reorder", true, false},
+                            variant{"+reorder+speculative_retrieval", true, true}}) {
+        simulated_generator gen;
+        simulated_retriever::config rc;
+        rc.nprobe = s.nprobe;
+        rc.request_similarity = 0.95;
+        rc.query_buckets = 2;
+        simulated_retriever ret(rc);
+        const rag_run run = schedule_rag(reqs, gen, ret,
+                                         {.policy = rag_policy::wavefront, .reorder = v.reorder,
+                                          .speculate_retrieval = v.speculate_retrieval});
+        out.push_back({{"workflow", w.name}, {"kind", "coordination"}, {"scheduler", v.name}, {"rate_per_s", rate},
+                       {"mean_latency_ms", run.mean_latency()},
+                       {"clusters_to_final", static_cast<double>(run.clusters_to_final) / static_cast<double>(run.retrievals)},
+                       {"speculations", run.speculations}, {"rollbacks", run.rollbacks},
+                       {"retrieval_speculations", run.retrieval_speculations},
+                       {"retrieval_rollbacks", run.retrieval_rollbacks}, {"cpu_busy_ms", run.cpu_busy}});
+    }
+}
+
 // Part (b): real retrieval on the reference IVF-Flat over a Gaussian mixture (64 unit-variance
 // topics whose centers are themselves N(0, 1), so topics overlap). Requests pick
 // a topic by Zipf(1.1) and issue successive queries that drift a little from each other.
 // For every query after a request's first: the number of probed lists searched, in probe
 // order and in the similarity-aware order, before the final top-k is complete (one past the
 // last list holding a final result), and how often the final top-k lies in the previous
-// query's top-20. A hot_set of 20% of the lists (refreshed every 50 queries, decay 0.5)
-// gives the hit ratio of probed lists (and of scanned vectors) in the fast tier.
+// query's top-20. A tiered_ivf whose fast tier holds 20% of the lists (hot_set refreshed
+// every 50 queries, decay 0.5) gives the hit ratio of probed lists (and of scanned vectors)
+// and the simulated search time saved by splitting searches between the tiers.
 void retrieval_study(bool quick, std::vector<record>& out) {
     const std::size_t dim = 32, topics = 64, n = quick ? 4000 : 30000, lists = quick ? 32 : 256;
     const std::size_t nprobe = quick ? 8 : 32, k = 5, requests = quick ? 40 : 300, rounds = 4;
@@ -147,12 +192,19 @@ void retrieval_study(bool quick, std::vector<record>& out) {
         const std::size_t t = i % topics;
         for (std::size_t d = 0; d < dim; ++d) data.push_back(centers[t * dim + d] + z(rng));
     }
-    const ivf_flat ix = ivf_flat::train(data, dim, lists, 8, 7);
+    // k-means training with the assignment step on Eigen's GEMM, timed against plain loops.
+    const timing loops_t = measure([&] { (void)ivf_flat::train(data, dim, lists, 8, 7); }, 0.0, 1);
+    const timing gemm_t = measure([&] { (void)ivf_flat::train(data, dim, lists, 8, 7, eigen::backend{}); }, 0.0, 1);
+    const ivf_flat ix = ivf_flat::train(data, dim, lists, 8, 7, eigen::backend{});
     std::vector<double> zipf;
     for (std::size_t t = 0; t < topics; ++t) zipf.push_back(1.0 / std::pow(double(t + 1), 1.1));
     std::discrete_distribution<std::size_t> topic(zipf.begin(), zipf.end());
-    hot_set<std::size_t> hot(lists / 5, 50, 0.5);
-    double plain_sum = 0, reordered_sum = 0, in_cache = 0, hits = 0, probes = 0, hit_work = 0, work = 0;
+    // The fast tier's cost model is sized as if each list held a list of the paper's IVF4096
+    // over 38 M 1024-d vectors (9300 vectors of 4 KB): bytes per vector scaled accordingly.
+    const std::size_t bytes_per_vector = 4096 * 9300 * lists / n;
+    tiered_ivf tiers(ix, lists / 5, 50, 0.5, bytes_per_vector);
+    double plain_sum = 0, reordered_sum = 0, in_cache = 0;
+    std::size_t mismatches = 0, queries = 0;
     std::size_t follow_ups = 0;
     for (std::size_t r = 0; r < requests; ++r) {
         const std::size_t t = topic(rng);
@@ -163,8 +215,11 @@ void retrieval_study(bool quick, std::vector<record>& out) {
             if (round > 0)
                 for (auto& v : q) v += 0.3f * z(rng);
             const auto probe = ix.probe(q, nprobe);
-            top_k wide(20);
-            ix.search_lists(q, probe, wide);
+            top_k wide(20), single(20);
+            (void)tiers.search_lists(q, probe, wide);  // fast tier for resident lists, merged top-k
+            ix.search_lists(q, probe, single);
+            mismatches += wide.sorted() == single.sorted() ? 0 : 1;
+            ++queries;
             const auto wide_ids = wide.ids();
             const std::vector<std::uint64_t> final_ids(wide_ids.begin(), wide_ids.begin() + static_cast<std::ptrdiff_t>(k));
             if (round > 0) {
@@ -190,26 +245,108 @@ void retrieval_study(bool quick, std::vector<record>& out) {
             std::vector<std::pair<std::uint64_t, std::size_t>> with_lists;
             for (std::uint64_t id : wide_ids) with_lists.emplace_back(id, ix.list_of(id));
             history.remember(with_lists, probe);
-            for (std::size_t c : probe) {
-                const double size = static_cast<double>(ix.list_size(c));
-                if (hot.contains(c)) {
-                    ++hits;
-                    hit_work += size;
-                }
-                ++probes;
-                work += size;
-                hot.record(c, size);
-            }
-            (void)hot.step();
+            tiers.end_substage();  // one query is one retrieval sub-stage here
         }
     }
     const double f = static_cast<double>(follow_ups);
     out.push_back({{"kind", "reorder"}, {"vectors", n}, {"lists", lists}, {"nprobe", nprobe}, {"k", k},
                    {"follow_up_queries", follow_ups}, {"clusters_probe_order", plain_sum / f},
                    {"clusters_reordered", reordered_sum / f}, {"reorder_ratio", reordered_sum / plain_sum},
-                   {"final_topk_in_previous_top20", in_cache / f}});
+                   {"final_topk_in_previous_top20", in_cache / f}, {"train_ms_loops", loops_t.median_ms},
+                   {"train_ms_eigen_gemm", gemm_t.median_ms}, {"train_speedup", loops_t.median_ms / gemm_t.median_ms}});
+    const double nq = static_cast<double>(queries);
     out.push_back({{"kind", "hot_set"}, {"lists", lists}, {"gc", lists / 5}, {"period", 50}, {"decay", 0.5},
-                   {"hit_ratio", hits / probes}, {"work_hit_ratio", hit_work / work}});
+                   {"hit_ratio", tiers.hit_ratio()}, {"work_hit_ratio", tiers.work_hit_ratio()},
+                   {"single_tier_ms", tiers.single_tier_ms() / nq}, {"two_tier_ms", tiers.search_ms() / nq},
+                   {"time_saved", 1.0 - tiers.search_ms() / tiers.single_tier_ms()},
+                   {"async_load_ms", tiers.load_ms()}, {"merged_equals_single_tier", mismatches == 0}});
+}
+
+// Part (c): the FAISS adapter against FAISS's own IndexIVFFlat::search on the same index
+// (64-d Gaussian mixture, 256 lists, nprobe 16, k 10), one OpenMP thread so the ratio
+// measures the adapter, not thread scheduling: the batch search in FAISS's list order in
+// one call and in 4 resumable chunks (faiss_ivf_search), and the per-query ivf_index path
+// (faiss_ivf::probe + search_lists into frugal's top_k). `identical` says whether the ids
+// and distances equal FAISS's exactly; `time_ratio` is the adapter's time over FAISS's.
+void faiss_study(bool quick, std::vector<record>& out) {
+#if FRUGAL_BENCH_HAVE_FAISS
+    const std::size_t dim = 64, n = quick ? 5000 : 100000, lists = quick ? 32 : 256, nq = quick ? 50 : 1000;
+    const std::size_t k = 10, nprobe = 16, chunks = 4;
+    std::mt19937_64 rng(11);
+    std::normal_distribution<float> z;
+    std::vector<float> centers(64 * dim), data, q;
+    for (auto& c : centers) c = z(rng);
+    auto draw = [&](std::vector<float>& v, std::size_t rows) {
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t d = 0; d < dim; ++d) v.push_back(centers[(i % 64) * dim + d] + z(rng));
+    };
+    draw(data, n);
+    draw(q, nq);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    faiss::IndexFlatL2 quantizer(static_cast<faiss_idx>(dim));
+    faiss::IndexIVFFlat index(&quantizer, dim, lists);
+    index.train(static_cast<faiss_idx>(n), data.data());
+    index.add(static_cast<faiss_idx>(n), data.data());
+    index.nprobe = nprobe;
+    std::vector<float> want_d(nq * k);
+    std::vector<faiss_idx> want_l(nq * k);
+    const timing faiss_t = measure([&] {
+        index.search(static_cast<faiss_idx>(nq), q.data(), static_cast<faiss_idx>(k), want_d.data(), want_l.data());
+    });
+    // The adapter gets the lists from the quantizer itself, as IndexIVF::search does.
+    auto assign = [&] {
+        std::vector<float> cd(nq * nprobe);
+        std::vector<faiss_idx> a(nq * nprobe);
+        quantizer.search(static_cast<faiss_idx>(nq), q.data(), static_cast<faiss_idx>(nprobe), cd.data(), a.data());
+        return a;
+    };
+    auto emit = [&](const char* impl, const timing& t, bool identical) {
+        out.push_back({{"kind", "faiss"}, {"impl", impl}, {"vectors", n}, {"lists", lists}, {"queries", nq},
+                       {"nprobe", nprobe}, {"k", k}, {"ms", t.median_ms}, {"identical", identical},
+                       {"time_ratio", t.median_ms / faiss_t.median_ms}});
+    };
+    emit("faiss_search", faiss_t, true);
+    std::pair<std::vector<float>, std::vector<faiss_idx>> got;
+    const timing one = measure([&] {
+        faiss_ivf_search s(index, q, nq, k);
+        s.search_chunk(assign(), nprobe);
+        got = s.results();
+    });
+    emit("adapter_one_call", one, got.first == want_d && got.second == want_l);
+    const timing resumed = measure([&] {
+        const auto a = assign();
+        faiss_ivf_search s(index, q, nq, k);
+        const std::size_t per = nprobe / chunks;
+        for (std::size_t c = 0; c < chunks; ++c) {
+            std::vector<faiss_idx> part;
+            for (std::size_t i = 0; i < nq; ++i)
+                part.insert(part.end(), a.begin() + static_cast<std::ptrdiff_t>(i * nprobe + c * per),
+                            a.begin() + static_cast<std::ptrdiff_t>(i * nprobe + (c + 1) * per));
+            s.search_chunk(part, per);
+        }
+        got = s.results();
+    });
+    emit("adapter_resumable_4_chunks", resumed, got.first == want_d && got.second == want_l);
+    const faiss_ivf ivf(index);
+    bool same = true;
+    const timing concept_t = measure([&] {
+        same = true;
+        for (std::size_t i = 0; i < nq; ++i) {
+            const std::span<const float> qi = std::span<const float>(q).subspan(i * dim, dim);
+            top_k heap(k);
+            ivf.search_lists(qi, ivf.probe(qi, nprobe), heap);
+            const auto e = heap.sorted();
+            for (std::size_t j = 0; j < k; ++j)
+                same = same && e[j].first == want_d[i * k + j] && static_cast<faiss_idx>(e[j].second) == want_l[i * k + j];
+        }
+    });
+    emit("adapter_ivf_index_per_query", concept_t, same);
+    omp_set_num_threads(threads);
+#else
+    (void)quick;
+    out.push_back({{"kind", "faiss"}, {"impl", "unavailable"}, {"note", "frugal-bench was built without FAISS"}});
+#endif
 }
 
 class rag_command final : public subcommand {
@@ -225,11 +362,17 @@ public:
             ->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--nprobe", s_.nprobe, "IVF clusters searched per query (of 4096)")->check(CLI::Range(1, 4096))->capture_default_str();
         app.add_option("--seed", s_.seed, "arrival seed")->capture_default_str();
+        app.add_option("--parts", parts_, "parts to run: a (simulation), b (retrieval), c (FAISS adapter)")
+            ->check(CLI::IsMember({"a", "b", "c", "ab", "ac", "bc", "abc"}))->capture_default_str();
     }
     int run(result_sink& sink) override {
         std::vector<record> out;
-        simulate(s_, {0.25, 0.5, 0.75, 1.0}, out);
-        retrieval_study(false, out);
+        if (parts_.find('a') != std::string::npos) {
+            simulate(s_, {0.25, 0.5, 0.75, 1.0}, out);
+            coordination_study(s_, 8.0, out);
+        }
+        if (parts_.find('b') != std::string::npos) retrieval_study(false, out);
+        if (parts_.find('c') != std::string::npos) faiss_study(false, out);
         for (auto& r : out) sink.add(std::move(r));
         return 0;
     }
@@ -250,21 +393,32 @@ public:
         const std::vector<double> fractions = ctx.quick ? std::vector<double>{0.5, 1.0}
                                                         : std::vector<double>{0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1};
         sec.columns = {"workflow",       "kind",          "scheduler",     "rate_per_s",   "mean_latency_ms",
-                       "sequential_rate", "wavefront_rate", "rate_ratio",   "naive_ratio",  "reorder_ratio",
-                       "final_topk_in_previous_top20", "hit_ratio", "work_hit_ratio"};
+                       "sequential_rate", "wavefront_rate", "rate_ratio",   "naive_ratio",  "clusters_to_final", "retrieval_rollbacks", "reorder_ratio",
+                       "final_topk_in_previous_top20", "hit_ratio", "work_hit_ratio", "time_saved", "impl", "identical", "time_ratio"};
         simulate(s, fractions, sec.records);
+        coordination_study(s, 8.0, sec.records);
         retrieval_study(ctx.quick, sec.records);
+        faiss_study(ctx.quick, sec.records);
         for (const char* wf : {"one-shot", "hyde", "multistep"})
             sec.plots.push_back({.file = std::string("rag_latency_") + wf + ".png",
                                  .title = std::string("mean latency vs request rate, ") + wf,
                                  .x = "rate_per_s", .y = "mean_latency_ms", .series = "scheduler",
                                  .xlabel = "requests / s", .ylabel = "mean latency (ms)", .logy = true,
                                  .filter = {{"workflow", wf}, {"kind", "rate"}}});
+        sec.plots.push_back({.file = "rag_coordination.png",
+                             .title = "Multistep, similar queries: clusters searched until the final top-k",
+                             .x = "scheduler", .y = "clusters_to_final", .series = "", .xlabel = "wavefront variant",
+                             .ylabel = "clusters per retrieval", .kind = "bar",
+                             .filter = {{"kind", "coordination"}}});
+        sec.plots.push_back({.file = "rag_faiss.png", .title = "FAISS adapter time over IndexIVF::search (identical results)",
+                             .x = "impl", .y = "time_ratio", .series = "", .xlabel = "search path",
+                             .ylabel = "time / FAISS's", .kind = "bar", .filter = {{"kind", "faiss"}}});
         return sec;
     }
 
 private:
     sim_settings s_;
+    std::string parts_ = "abc";
 };
 
 FRUGAL_BENCH_COMMAND(rag_command);

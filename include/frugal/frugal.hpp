@@ -81,4 +81,5 @@
 // retrieve
 #include "frugal/retrieve/cluster_order.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/retrieve/tiered_ivf.hpp"
 #include "frugal/retrieve/top_k.hpp"

@@ -8,8 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include "minimal_backend.hpp"
+#if FRUGAL_TEST_RAG_EIGEN
+#include "frugal/backend/eigen/eigen_backend.hpp"
+#endif
+
 #include "frugal/retrieve/cluster_order.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/retrieve/tiered_ivf.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/schedule/rag_simulation.hpp"
 #include "frugal/schedule/wavefront.hpp"
@@ -35,6 +41,18 @@ static_assert(frugal::rag_generator<frugal::simulated_generator>);
 static_assert(!frugal::rag_generator<frugal::simulated_retriever>);
 static_assert(frugal::rag_retriever<frugal::simulated_retriever>);
 static_assert(!frugal::rag_retriever<frugal::simulated_generator>);
+static_assert(frugal::rag_ordered_retriever<frugal::simulated_retriever>);
+
+// A retriever that names neither its queries nor its results' clusters: the scheduler hashes
+// the query itself and searches in probe order.
+struct unordered_retriever {
+    frugal::simulated_retriever inner;
+    std::vector<std::size_t> probe(std::uint64_t q) const { return inner.probe(q); }
+    double cluster_time(std::size_t c) const { return inner.cluster_time(c); }
+    double search(std::span<const frugal::retrieval_slot> batch) { return inner.search(batch); }
+};
+static_assert(frugal::rag_retriever<unordered_retriever>);
+static_assert(!frugal::rag_ordered_retriever<unordered_retriever>);
 static_assert(frugal::ivf_index<frugal::ivf_flat>);
 static_assert(!frugal::ivf_index<frugal::simulated_retriever>);
 
@@ -112,9 +130,10 @@ TEST(RagGraph, ConditionalEdgeMustChooseADeclaredTarget) {
 
 // An independent oracle: one request walked through its graph alone, node by node, with
 // whole-stage generation and a full search over the probe list.
-frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, std::size_t request, std::size_t doc_tokens) {
+frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, std::size_t request, std::size_t doc_tokens,
+                             const frugal::simulated_retriever::config& rc = {}) {
     frugal::simulated_generator gen;
-    frugal::simulated_retriever ret;
+    frugal::simulated_retriever ret(rc);
     s.request = request;
     frugal::rag_node_id at = rag_start;
     while (true) {
@@ -131,7 +150,7 @@ frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, st
                 (void)gen.step(std::span<const frugal::generation_slot>(&slot, 1));
             }
         } else {
-            const std::uint64_t q = frugal::detail::rag_mix(frugal::detail::rag_mix(request, s.retrieved.size()), s.text);
+            const std::uint64_t q = ret.query_of(s);
             frugal::top_k best(n.top_k);
             const auto probe = ret.probe(q);
             frugal::retrieval_slot slot{request, q, probe, &best};
@@ -240,6 +259,64 @@ TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
     }
 }
 
+// Requests whose successive queries share a topic, and whose query from a half-done
+// generation is the final one half of the time.
+frugal::simulated_retriever::config similar_queries() {
+    frugal::simulated_retriever::config rc;
+    rc.request_similarity = 0.95;
+    rc.query_buckets = 2;
+    return rc;
+}
+
+TEST(RagSchedule, SimilarityAwareOrderFindsTheTopKSoonerWithTheSameResults) {
+    const auto multi = frugal::multistep_workflow(2);
+    const std::vector<frugal::rag_mix_entry> mix{{&multi, 1.0, 3, 4}};
+    const auto reqs = frugal::poisson_requests(mix, 4.0, 40, 5);
+    auto run_with = [&](bool reorder) {
+        frugal::simulated_generator gen;
+        frugal::simulated_retriever ret(similar_queries());
+        return frugal::schedule_rag(reqs, gen, ret, {.policy = frugal::rag_policy::wavefront, .reorder = reorder});
+    };
+    const auto plain = run_with(false), ordered = run_with(true);
+    ASSERT_EQ(plain.retrievals, ordered.retrievals);
+    frugal::simulated_generator gen;
+    unordered_retriever hashed{frugal::simulated_retriever{}};
+    const auto fallback = frugal::schedule_rag(reqs, gen, hashed);
+    // Clusters searched until the top-k last changed: the history's lists come first.
+    EXPECT_LT(ordered.clusters_to_final, plain.clusters_to_final);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, similar_queries());
+        EXPECT_EQ(ordered.requests[i].state.retrieved, expect.retrieved) << "request " << i;
+        EXPECT_EQ(ordered.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(plain.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(fallback.requests[i].state.retrieved, walk_alone(*reqs[i].graph, reqs[i].state, i, 128).retrieved);
+    }
+}
+
+TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
+    const auto hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
+    const std::vector<frugal::rag_mix_entry> mix{{&hyde, 1.0}, {&multi, 1.0, 2, 4}};
+    const auto reqs = frugal::poisson_requests(mix, 6.0, 60, 9);
+    auto run_with = [&](bool speculate) {
+        frugal::simulated_generator gen;
+        frugal::simulated_retriever ret(similar_queries());
+        return frugal::schedule_rag(reqs, gen, ret,
+                                    {.policy = frugal::rag_policy::wavefront, .speculate_retrieval = speculate});
+    };
+    const auto plain = run_with(false), spec = run_with(true);
+    EXPECT_EQ(plain.retrieval_speculations, 0u);
+    EXPECT_GT(spec.retrieval_speculations, 0u);
+    EXPECT_GT(spec.retrieval_rollbacks, 0u);                          // some partial queries differ...
+    EXPECT_LT(spec.retrieval_rollbacks, spec.retrieval_speculations);  // ...and some are the final ones
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, similar_queries());
+        EXPECT_EQ(spec.requests[i].state.retrieved, expect.retrieved) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.visits, expect.visits) << "request " << i;
+        EXPECT_EQ(plain.requests[i].state.text, expect.text) << "request " << i;
+    }
+}
+
 TEST(RagSchedule, RejectsBadInput) {
     frugal::simulated_generator gen;
     frugal::simulated_retriever ret;
@@ -249,6 +326,9 @@ TEST(RagSchedule, RejectsBadInput) {
     EXPECT_THROW((void)frugal::schedule_rag({{0.0, nullptr, {}}}, gen, ret), frugal::invalid_argument);
     const auto g = frugal::one_shot_workflow();
     EXPECT_THROW((void)frugal::schedule_rag({{-1.0, &g, {}}}, gen, ret), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule_rag({{0.0, &g, {}}}, gen, ret, {.history = 0}), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule_rag({{0.0, &g, {}}}, gen, ret, {.speculate_retrieval_at = 1.0}),
+                 frugal::invalid_argument);
 }
 
 TEST(TopK, MatchesSortingEveryCandidate) {
@@ -263,6 +343,20 @@ TEST(TopK, MatchesSortingEveryCandidate) {
     all.resize(7);
     EXPECT_EQ(best.sorted(), all);
     EXPECT_THROW(frugal::top_k(0), frugal::invalid_argument);
+}
+
+TEST(TopK, MergeKeepsTheBestOfBoth) {
+    std::vector<std::pair<float, std::uint64_t>> all;
+    frugal::top_k a(6), b(6);
+    for (std::uint64_t i = 0; i < 120; ++i) {
+        const float d = static_cast<float>((i * 7907) % 53);  // ties across the two heaps
+        all.emplace_back(d, i);
+        (i % 3 == 0 ? a : b).offer(d, i);
+    }
+    a.merge(b);
+    std::sort(all.begin(), all.end());
+    all.resize(6);
+    EXPECT_EQ(a.sorted(), all);
 }
 
 std::vector<float> gaussian_mixture(std::size_t n, std::size_t dim, std::size_t topics, std::uint64_t seed) {
@@ -306,6 +400,52 @@ TEST(IvfFlat, ListsHoldTheirNearestCentroidsVectors) {
     EXPECT_EQ(total, 600u);
 }
 
+// Every vector sits in the list of a nearest centroid, up to float rounding of the GEMM
+// distances (checked in double precision).
+template <class Backend>
+void expect_gemm_training_is_kmeans(Backend backend) {
+    const std::size_t dim = 16, n = 3000;
+    const auto data = gaussian_mixture(n, dim, 10, 12);
+    const auto ix = frugal::ivf_flat::train(data, dim, 24, 8, 5, backend);
+    auto dist = [&](std::size_t id, std::size_t c) {
+        double s = 0.0;
+        for (std::size_t d = 0; d < dim; ++d) {
+            const double x = double(ix.vector(id)[d]) - ix.centroid(c)[d];
+            s += x * x;
+        }
+        return s;
+    };
+    std::size_t total = 0;
+    for (std::size_t id = 0; id < n; ++id) {
+        double best = dist(id, 0);
+        for (std::size_t c = 1; c < ix.lists(); ++c) best = std::min(best, dist(id, c));
+        EXPECT_LE(dist(id, ix.list_of(id)), best + 1e-4 * (1.0 + best)) << "vector " << id;
+    }
+    for (std::size_t c = 0; c < ix.lists(); ++c) {
+        total += ix.list_size(c);
+        // Lloyd's fixed point: a non-empty list's centroid is (nearly) its members' mean.
+        if (ix.list_size(c) == 0) continue;
+        for (std::size_t d = 0; d < dim; ++d) {
+            double mean = 0.0;
+            for (std::size_t id : ix.members(c)) mean += ix.vector(id)[d];
+            mean /= static_cast<double>(ix.list_size(c));
+            EXPECT_NEAR(ix.centroid(c)[d], mean, 0.5) << "list " << c;
+        }
+    }
+    EXPECT_EQ(total, n);
+    const auto queries = gaussian_mixture(10, dim, 10, 71);
+    for (std::size_t q = 0; q < 10; ++q) {
+        const std::span<const float> query(queries.data() + q * dim, dim);
+        EXPECT_EQ(ix.search(query, 5, ix.lists()), brute_force(data, dim, query, 5)) << "query " << q;
+    }
+}
+
+TEST(IvfFlat, GemmKMeansOnAUserBackend) { expect_gemm_training_is_kmeans(example::minimal_backend{}); }
+
+#if FRUGAL_TEST_RAG_EIGEN
+TEST(IvfFlat, GemmKMeansOnEigen) { expect_gemm_training_is_kmeans(frugal::eigen::backend{}); }
+#endif
+
 TEST(IvfFlat, FullProbeEqualsBruteForce) {
     const std::size_t dim = 8;
     const auto data = gaussian_mixture(500, dim, 5, 4);
@@ -334,6 +474,84 @@ TEST(IvfFlat, ResumableSearchEqualsOneShot) {
     }
     EXPECT_THROW((void)ix.probe(std::vector<float>(3), 2), frugal::invalid_argument);
     EXPECT_THROW((void)ix.search(std::span<const float>(queries.data(), dim), 5, 17), frugal::invalid_argument);
+}
+
+TEST(TieredIvf, MergedTopKEqualsSingleTierSearch) {
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(1200, dim, 8, 6);
+    const auto ix = frugal::ivf_flat::train(data, dim, 24, 6, 4);
+    const auto queries = gaussian_mixture(60, dim, 3, 55);  // few topics: a skewed access pattern
+    frugal::tiered_ivf tiers(ix, /*hot_lists=*/5, /*period=*/4, /*decay=*/0.5, dim * sizeof(float),
+                             {.load_gb_per_s = 1e9, .fast_call_ms = 0.0});
+    std::size_t split = 0;
+    for (std::size_t q = 0; q < 60; ++q) {
+        const std::span<const float> query(queries.data() + q * dim, dim);
+        const auto probe = ix.probe(query, 10);
+        std::vector<std::size_t> resident;
+        for (std::size_t c : probe)
+            if (tiers.in_fast_tier(c)) resident.push_back(c);
+        frugal::top_k tiered(7), single(7);
+        const auto what = tiers.search_lists(query, probe, tiered);
+        ix.search_lists(query, probe, single);
+        EXPECT_EQ(tiered.sorted(), single.sorted()) << "query " << q;
+        EXPECT_EQ(what.fast, resident);  // fast_call_ms = 0: every resident list is searched there
+        EXPECT_EQ(what.fast.size() + what.slow.size(), probe.size());
+        split += !what.fast.empty() && !what.slow.empty() ? 1 : 0;
+        tiers.end_substage();
+    }
+    EXPECT_GT(split, 30u);  // the searches really were split between the tiers
+    EXPECT_GT(tiers.hit_ratio(), 0.0);
+    EXPECT_LT(tiers.search_ms(), tiers.single_tier_ms());
+}
+
+TEST(TieredIvf, RefreshLoadsTheHottestListsAsynchronously) {
+    // Four lists of known sizes (one vector each, 1 MB per vector); list 2 is accessed
+    // most, then 0: with room for two lists, those are loaded, 2 first, at 1 GB/s (1 ms each).
+    const std::vector<float> data{0, 0, 10, 0, 20, 0, 30, 0};
+    const auto ix = frugal::ivf_flat::train(data, 2, 4, 0, 1);
+    frugal::tiered_ivf tiers(ix, 2, /*period=*/1, /*decay=*/1.0, 1000000,
+                             {.slow_gb_per_s = 1.0, .fast_gb_per_s = 10.0, .load_gb_per_s = 1.0, .list_ms = 0.0,
+                              .fast_call_ms = 0.0});
+    const std::vector<float> q{0, 0};
+    const std::size_t l0 = ix.list_of(0), l2 = ix.list_of(2), l3 = ix.list_of(3);
+    const std::vector<std::size_t> hot{l2, l2, l2, l0, l0, l3};
+    frugal::top_k heap(1);
+    const auto first = tiers.search_lists(q, hot, heap);
+    EXPECT_TRUE(first.fast.empty());
+    EXPECT_DOUBLE_EQ(first.ms, 6.0);  // 6 MB at 1 GB/s
+    tiers.end_substage(0.5);          // refresh at t = 6.5: list l2 ready at 7.5, l0 at 8.5
+    EXPECT_FALSE(tiers.in_fast_tier(l2));
+    tiers.end_substage(1.0);          // t = 7.5
+    EXPECT_TRUE(tiers.in_fast_tier(l2));
+    EXPECT_FALSE(tiers.in_fast_tier(l0));
+    EXPECT_DOUBLE_EQ(tiers.load_ms(), 2.0);
+    const std::vector<std::size_t> both{l2, l3};
+    const auto second = tiers.search_lists(q, both, heap);
+    EXPECT_EQ(second.fast, std::vector<std::size_t>{l2});
+    EXPECT_EQ(second.slow, std::vector<std::size_t>{l3});
+    EXPECT_DOUBLE_EQ(second.ms, 1.0);  // max(0.1 ms on the fast tier, 1 ms on the slow one)
+    EXPECT_DOUBLE_EQ(second.single_tier_ms, 2.0);
+    EXPECT_EQ(heap.ids(), std::vector<std::uint64_t>{0});
+}
+
+TEST(TieredIvf, SkipsTheFastTierWhenItsLaunchCostsMore) {
+    const auto data = gaussian_mixture(300, 4, 3, 8);
+    const auto ix = frugal::ivf_flat::train(data, 4, 6, 4, 1);
+    frugal::tiered_ivf tiers(ix, 6, 1, 1.0, 16, {.load_gb_per_s = 1e9, .fast_call_ms = 1e6});
+    const std::vector<std::size_t> all{0, 1, 2, 3, 4, 5};
+    frugal::top_k heap(3), single(3);
+    (void)tiers.search_lists(std::span<const float>(data.data(), 4), all, heap);
+    tiers.end_substage();     // refresh: all six lists start loading
+    tiers.end_substage(1.0);  // and are loaded a millisecond later
+    const auto what = tiers.search_lists(std::span<const float>(data.data(), 4), all, heap = frugal::top_k(3));
+    EXPECT_TRUE(what.fast.empty());
+    EXPECT_EQ(what.slow, all);
+    EXPECT_DOUBLE_EQ(what.ms, what.single_tier_ms);
+    EXPECT_DOUBLE_EQ(tiers.hit_ratio(), 0.5);  // resident in the second search, though not used
+    ix.search_lists(std::span<const float>(data.data(), 4), all, single);
+    EXPECT_EQ(heap.sorted(), single.sorted());
+    EXPECT_THROW(frugal::tiered_ivf(ix, 2, 1, 0.5, 0), frugal::invalid_argument);
+    EXPECT_THROW(tiers.end_substage(-1.0), frugal::invalid_argument);
 }
 
 TEST(ClusterOrder, ResultListsThenSearchedListsThenTheRest) {

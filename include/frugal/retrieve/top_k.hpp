@@ -45,6 +45,12 @@ public:
         return true;
     }
 
+    /// Offers every candidate of `other`: the result is the k best of both heaps' candidates
+    /// (what a search split between two tiers merges, hedrarag.txt 4.4).
+    void merge(const top_k& other) {
+        for (const entry& e : other.heap_) offer(e.first, e.second);
+    }
+
     [[nodiscard]] std::size_t k() const noexcept { return k_; }
     [[nodiscard]] std::size_t size() const noexcept { return heap_.size(); }
     /// The current k-th distance (+inf while fewer than k candidates were kept).

@@ -66,6 +66,11 @@ static_assert(rag_generator<simulated_generator>);
 /// a call costs overhead + work / min(threads, scans). The probe list of a query is the
 /// nprobe clusters with the smallest hashed "centroid distance"; candidates in a cluster lie
 /// a little beyond that distance, so nearer clusters tend to hold the final top-k, as in IVF.
+/// `request_similarity` (0 by default) weighs a per-request topic into every distance, so a
+/// request's successive queries probe overlapping clusters and find nearby documents in the
+/// same ones (hedrarag.txt 3.3's intra-request similarity); `query_buckets` (0: off) makes the query depend on the generated text only
+/// through text mod buckets, so a query from a partial generation equals the final one with
+/// probability 1/buckets (a stand-in for the embedding drift of 4.3's speculative retrieval).
 /// @code
 /// frugal::simulated_retriever ret{};
 /// auto clusters = ret.probe(42);  // 256 cluster ids, nearest first
@@ -77,6 +82,8 @@ public:
         double list_size_sigma = 0.6, per_cluster_ms = 0.02, per_vector_ms = 2.5e-4, call_overhead_ms = 0.5;
         std::size_t threads = 32, candidates_per_cluster = 4;
         std::uint64_t seed = 7;
+        double request_similarity = 0.0;
+        std::uint64_t query_buckets = 0;
     };
     simulated_retriever() : simulated_retriever(config{}) {}
     explicit simulated_retriever(const config& c) : c_(c) {
@@ -84,6 +91,8 @@ public:
                      " with ", c.lists, " lists");
         FRUGAL_CHECK(c.threads > 0 && c.candidates_per_cluster > 0, "simulated_retriever: threads ", c.threads,
                      ", candidates ", c.candidates_per_cluster);
+        FRUGAL_CHECK(c.request_similarity >= 0.0 && c.request_similarity <= 1.0, "simulated_retriever: request_similarity ",
+                     c.request_similarity, " is outside [0, 1]");
         std::mt19937_64 rng(c.seed);
         const double mu = std::log(static_cast<double>(c.mean_list_size)) - c.list_size_sigma * c.list_size_sigma / 2;
         std::lognormal_distribution<double> size(mu, c.list_size_sigma);
@@ -92,6 +101,18 @@ public:
 
     [[nodiscard]] const config& settings() const noexcept { return c_; }
     [[nodiscard]] std::span<const std::size_t> list_sizes() const noexcept { return sizes_; }
+
+    /// The query of a request's next retrieval: a hash of the request, the retrieval's round
+    /// and the text so far (mod `query_buckets` when set); with `request_similarity` > 0 its
+    /// top 16 bits are the request's topic.
+    [[nodiscard]] std::uint64_t query_of(const rag_state& s) const {
+        const std::uint64_t text = c_.query_buckets == 0 ? s.text : s.text % c_.query_buckets;
+        const std::uint64_t q = detail::rag_mix(detail::rag_mix(s.request, s.retrieved.size()), text);
+        if (c_.request_similarity == 0.0) return q;
+        return (detail::rag_mix(s.request, c_.seed) & 0xffff000000000000ULL) | (q >> 16);
+    }
+    /// The cluster a result id came from (ids are cluster * 1000003 + candidate).
+    [[nodiscard]] std::size_t list_of(std::uint64_t id) const noexcept { return static_cast<std::size_t>(id / 1000003ULL); }
 
     [[nodiscard]] std::vector<std::size_t> probe(std::uint64_t query) const {
         std::vector<std::pair<double, std::size_t>> d;
@@ -114,11 +135,8 @@ public:
                 work += scan_ms(c);
                 ++scans;
                 const double base = centroid_distance(s.query, c);
-                for (std::size_t j = 0; j < c_.candidates_per_cluster; ++j) {
-                    const std::uint64_t h = detail::rag_mix(detail::rag_mix(s.query, c), j);
-                    const double jitter = static_cast<double>(h >> 11) * 0x1.0p-53;
-                    s.results->offer(static_cast<float>(base + 0.5 * jitter), c * 1000003ULL + j);
-                }
+                for (std::size_t j = 0; j < c_.candidates_per_cluster; ++j)
+                    s.results->offer(static_cast<float>(base + 0.5 * candidate_offset(s.query, c, j)), c * 1000003ULL + j);
             }
         return scans == 0 ? 0.0
                           : c_.call_overhead_ms + work / static_cast<double>(std::min(c_.threads, scans));
@@ -128,8 +146,22 @@ private:
     [[nodiscard]] double scan_ms(std::size_t c) const {
         return c_.per_cluster_ms + c_.per_vector_ms * static_cast<double>(sizes_[c]);
     }
-    [[nodiscard]] static double centroid_distance(std::uint64_t query, std::size_t c) {
-        return static_cast<double>(detail::rag_mix(query ^ 0x51ed2701ULL, c) >> 11) * 0x1.0p-53;
+    [[nodiscard]] static double uniform(std::uint64_t key, std::size_t c) {
+        return static_cast<double>(detail::rag_mix(key ^ 0x51ed2701ULL, c) >> 11) * 0x1.0p-53;
+    }
+    // How far beyond its cluster's distance candidate j lies, in [0, 1): the request's topic
+    // weighs in as in centroid_distance, so a request's queries find the same documents near.
+    [[nodiscard]] double candidate_offset(std::uint64_t query, std::size_t c, std::size_t j) const {
+        auto u = [&](std::uint64_t key) {
+            return static_cast<double>(detail::rag_mix(detail::rag_mix(key, c), j) >> 11) * 0x1.0p-53;
+        };
+        if (c_.request_similarity == 0.0) return u(query);
+        return c_.request_similarity * u(query >> 48) + (1.0 - c_.request_similarity) * u(query);
+    }
+    [[nodiscard]] double centroid_distance(std::uint64_t query, std::size_t c) const {
+        const double own = uniform(query, c);
+        if (c_.request_similarity == 0.0) return own;
+        return c_.request_similarity * uniform(query >> 48, c) + (1.0 - c_.request_similarity) * own;
     }
     config c_;
     std::vector<std::size_t> sizes_;

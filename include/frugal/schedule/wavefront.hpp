@@ -19,7 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/retrieve/cluster_order.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/schedule/substage.hpp"
 #include "frugal/schedule/workflow.hpp"
@@ -65,6 +67,16 @@ concept rag_retriever = requires(R& r, const R& cr, std::span<const retrieval_sl
     { r.search(batch) } -> std::convertible_to<double>;
 };
 
+/// A retriever that also names its queries and the cluster of each result: the scheduler
+/// then asks it for each retrieval's query (`query_of(state)`, instead of a hash of the
+/// request, round and text) and applies the similarity-aware cluster order of 4.3 with
+/// each request's local cache of previous results (`list_of(id)` locates them).
+template <class R>
+concept rag_ordered_retriever = rag_retriever<R> && requires(const R& r, const rag_state& s, std::uint64_t id) {
+    { r.query_of(s) } -> std::convertible_to<std::uint64_t>;
+    { r.list_of(id) } -> std::convertible_to<std::size_t>;
+};
+
 /// Which scheduler runs the requests (hedrarag.txt Figure 5).
 enum class rag_policy : std::uint8_t {
     /// (a) "general RAG frameworks" (LangChain-style chains over an engine): one loop calls
@@ -78,7 +90,8 @@ enum class rag_policy : std::uint8_t {
     /// probe list in one call.
     naive_async,
     /// (c) HedraRAG: both sides cut into sub-stages of the Eq. 1 budget, new work joins at
-    /// every sub-stage, plus speculative generation when the GPU is under-used.
+    /// every sub-stage, plus similarity-aware cluster order and speculative generation and
+    /// retrieval when the GPU or CPU is under-used.
     wavefront,
 };
 
@@ -90,6 +103,20 @@ struct rag_schedule_options {
     std::size_t speculate_below = 16;     ///< tau * T_max of 4.3 as a generation batch size
     std::size_t speculate_after = 1;      ///< retrieval sub-stages before speculation may start
     std::size_t doc_tokens = 128;         ///< context tokens per retrieved document
+    /// Similarity-aware cluster order (4.3) from each request's local cache of its previous
+    /// retrieval's top `history` results (wavefront only; needs a rag_ordered_retriever).
+    bool reorder = true;
+    std::size_t history = 20;
+    /// Speculative retrieval (4.3): once `speculate_retrieval_at` of a generation's steps are
+    /// done and fewer than `speculate_retrieval_below` requests are retrieving (the paper's
+    /// tau T_max for retrieval, 32), the next retrieval starts from the partial text; when
+    /// the generation ends it is kept if its query is the final one, else discarded and re-run
+    /// (its results still guide the cluster order). Wavefront only; needs a rag_ordered_retriever.
+    /// Off by default: it pays only when a partial generation's query is often the final one
+    /// (a `query_of` that reads a query the generation emits early, e.g. a sub-question).
+    bool speculate_retrieval = false;
+    double speculate_retrieval_at = 0.5;
+    std::size_t speculate_retrieval_below = 32;
 };
 
 /// A request: its arrival time (ms), its workflow and its initial state.
@@ -111,6 +138,11 @@ struct rag_run {
     std::vector<rag_outcome> requests;
     double makespan = 0.0, gpu_busy = 0.0, cpu_busy = 0.0;
     std::size_t gpu_batches = 0, cpu_batches = 0, speculations = 0, rollbacks = 0;
+    std::size_t retrieval_speculations = 0, retrieval_rollbacks = 0;  ///< speculative retrievals, and those discarded
+    std::size_t retrievals = 0;       ///< completed (non-speculative) retrieval stages
+    /// Over those: clusters searched, in search order, until every final result had been found
+    /// (needs a rag_ordered_retriever to locate the results; 0 otherwise).
+    std::size_t clusters_to_final = 0;
 
     [[nodiscard]] double mean_latency() const {
         double s = 0.0;
@@ -134,6 +166,9 @@ public:
     rag_engine(std::vector<rag_request> reqs, G& gen, R& ret, const rag_schedule_options& opt)
         : gen_(gen), ret_(ret), opt_(opt) {
         FRUGAL_CHECK(std::isfinite(opt.beta_ms) && opt.beta_ms > 0.0, "schedule_rag: beta ", opt.beta_ms, " ms (must be > 0)");
+        FRUGAL_CHECK(opt.history > 0, "schedule_rag: history of 0 results");
+        FRUGAL_CHECK(opt.speculate_retrieval_at > 0.0 && opt.speculate_retrieval_at < 1.0,
+                     "schedule_rag: speculate_retrieval_at ", opt.speculate_retrieval_at, " is outside (0, 1)");
         live_.resize(reqs.size());
         for (std::size_t i = 0; i < reqs.size(); ++i) {
             FRUGAL_CHECK(reqs[i].graph != nullptr, "schedule_rag: request ", i, " has no workflow");
@@ -141,6 +176,7 @@ public:
                          " arrives at ", reqs[i].arrival);
             reqs[i].graph->validate();
             live_[i].req = std::move(reqs[i]);
+            live_[i].history.emplace(opt.history);
             live_[i].req.state.request = i;
             order_.push_back(i);
         }
@@ -186,11 +222,13 @@ private:
     };
     struct ret_part {
         bool active = false, busy = false;
+        bool speculative = false, discard = false;  // started from a partial generation; rolled back while busy
+        rag_node_id node = 0;
+        std::size_t k = 0;  // the node's top-k
         std::uint64_t query = 0;
         std::vector<std::size_t> probe;
         std::size_t next = 0, substages = 0;
-        std::optional<top_k> found;
-        std::vector<std::uint64_t> final_docs;
+        std::optional<top_k> found;  // holds max(top_k, history) results when reordering
     };
     struct live {
         rag_request req;
@@ -199,6 +237,7 @@ private:
         bool done = false;
         gen_part gen;
         ret_part ret;
+        std::optional<retrieval_history> history;  // the request's local cache (4.3)
         std::optional<bool> verdict;  // speculation outcome waiting for the GPU batch to return
     };
     struct side {
@@ -206,6 +245,30 @@ private:
         double end = 0.0;
         std::vector<std::size_t> members;
     };
+
+    static constexpr bool ordered = rag_ordered_retriever<R>;
+    [[nodiscard]] bool wavefront() const noexcept { return opt_.policy == rag_policy::wavefront; }
+
+    // The request's next query: the retriever's own when it names queries, else a hash.
+    [[nodiscard]] std::uint64_t query_of(const rag_state& s) const {
+        if constexpr (ordered) return static_cast<std::uint64_t>(ret_.query_of(s));
+        else return rag_mix(rag_mix(s.request, s.retrieved.size()), s.text);
+    }
+    // The node's top-k of the (possibly wider) heap.
+    [[nodiscard]] static std::vector<std::uint64_t> result_ids(const ret_part& rp) {
+        std::vector<std::uint64_t> ids = rp.found->ids();
+        if (ids.size() > rp.k) ids.resize(rp.k);
+        return ids;
+    }
+    // Remembers what a retrieval found so far, and where, as the request's local cache.
+    void remember(live& l) {
+        if constexpr (ordered) {
+            if (!wavefront() || !opt_.reorder) return;
+            std::vector<std::pair<std::uint64_t, std::size_t>> with_lists;
+            for (std::uint64_t id : l.ret.found->ids()) with_lists.emplace_back(id, static_cast<std::size_t>(ret_.list_of(id)));
+            l.history->remember(with_lists, std::span<const std::size_t>(l.ret.probe).first(l.ret.next));
+        }
+    }
 
     [[nodiscard]] bool gen_ready(const live& l) const { return l.gen.active && !l.gen.busy && l.gen.steps < l.gen.length; }
     [[nodiscard]] bool ret_ready(const live& l) const { return l.ret.active && !l.ret.busy && l.ret.next < l.ret.probe.size(); }
@@ -247,21 +310,50 @@ private:
         gp.steps = 0;
         gp.length = std::max<std::size_t>(1, gen_.length(l.req.state, n));
         gp.text0 = gp.text = l.req.state.text;
-        if (speculative) gp.docs = l.ret.found->ids();
+        if (speculative) gp.docs = result_ids(l.ret);
         else if (!l.req.state.retrieved.empty()) gp.docs = l.req.state.retrieved.back();
         else gp.docs.clear();
     }
 
+    // Reaching retrieval node `id`: a speculative retrieval of it is validated (same query:
+    // it becomes the real one; else it is rolled back), otherwise the retrieval starts.
     void start_retrieval(live& l, rag_node_id id) {
+        const std::uint64_t query = query_of(l.req.state);
+        ret_part& rp = l.ret;
+        if (rp.active && rp.speculative) {
+            FRUGAL_ASSERT(rp.node == id);
+            if (rp.query == query) {
+                rp.speculative = false;
+                if (!rp.busy && rp.next == rp.probe.size()) finish_retrieval(l);
+                return;
+            }
+            ++stats_.retrieval_rollbacks;
+            remember(l);  // the discarded results still guide the order (4.3)
+            if (rp.busy) {  // its batch is on the CPU: restart when it returns
+                rp.discard = true;
+                rp.speculative = false;
+                return;
+            }
+        }
+        begin_retrieval(l, id, query, false);
+    }
+
+    void begin_retrieval(live& l, rag_node_id id, std::uint64_t query, bool speculative) {
         const rag_node& n = l.req.graph->node(id);
         ret_part& rp = l.ret;
         rp.active = true;
-        rp.query = rag_mix(rag_mix(l.req.state.request, l.req.state.retrieved.size()), l.req.state.text);
+        rp.speculative = speculative;
+        rp.discard = false;
+        rp.node = id;
+        rp.k = n.top_k;
+        rp.query = query;
         rp.probe = ret_.probe(rp.query);
         FRUGAL_CHECK(!rp.probe.empty(), "schedule_rag: the retriever probes no cluster for request ", l.req.state.request);
+        const bool reorder = ordered && wavefront() && opt_.reorder;
+        if (reorder) rp.probe = l.history->order(rp.probe);
         rp.next = 0;
         rp.substages = 0;
-        rp.found.emplace(n.top_k);
+        rp.found.emplace(reorder ? std::max(n.top_k, opt_.history) : n.top_k);
         double t = 0.0;
         for (std::size_t c : rp.probe) t += ret_.cluster_time(c);
         retrieval_mean_ = (retrieval_mean_ * static_cast<double>(retrievals_) + t) / static_cast<double>(retrievals_ + 1);
@@ -383,11 +475,67 @@ private:
     void complete_gpu() {
         side s = std::move(gpu_);
         gpu_ = {};
+        std::size_t cpu_load = 0;
+        for (const live& l : live_) cpu_load += l.ret.active ? 1 : 0;
         for (std::size_t i : s.members) {
             live& l = live_[i];
             l.gen.busy = false;
             if (l.verdict) apply_verdict(l);
             else if (!l.gen.speculative && l.gen.active && l.gen.steps == l.gen.length) finish_generation(l);
+            else maybe_speculate_retrieval(l, cpu_load);
+        }
+    }
+
+    void finish_retrieval(live& l) {
+        const rag_node_id r = l.ret.node;
+        remember(l);
+        l.req.state.retrieved.push_back(result_ids(l.ret));
+        ++l.req.state.visits[r];
+        l.ret.active = false;
+        ++stats_.retrievals;
+        if constexpr (ordered) {
+            std::size_t needed = 0;
+            for (std::uint64_t id : l.req.state.retrieved.back()) {
+                const auto at = std::find(l.ret.probe.begin(), l.ret.probe.end(), static_cast<std::size_t>(ret_.list_of(id)));
+                needed = std::max(needed, static_cast<std::size_t>(at - l.ret.probe.begin()) + 1);
+            }
+            stats_.clusters_to_final += needed;
+        }
+        if (l.gen.active) {  // a speculative generation is running: validate it
+            l.verdict = l.gen.docs == l.req.state.retrieved.back();
+            if (!l.gen.busy) apply_verdict(l);
+        } else {
+            advance(l, r);
+        }
+    }
+
+    // Speculative retrieval (4.3) from the partial text of a generation whose plain edge
+    // leads to a retrieval node, when the CPU side is under-used.
+    void maybe_speculate_retrieval(live& l, std::size_t& cpu_load) {
+        if constexpr (ordered) {
+            if (!wavefront() || !opt_.speculate_retrieval || !l.gen.active || l.gen.speculative || l.ret.active ||
+                cpu_load >= opt_.speculate_retrieval_below || l.gen.steps >= l.gen.length ||
+                static_cast<double>(l.gen.steps) < opt_.speculate_retrieval_at * static_cast<double>(l.gen.length))
+                return;
+            const rag_graph& g = *l.req.graph;
+            if (g.conditional(l.gen.node)) return;
+            const rag_node_id to = g.next(l.gen.node, l.req.state);
+            if (to == rag_end || g.node(to).kind != rag_node_kind::retrieval) return;
+            // The query the finished generation would send, from the text so far: the state
+            // as it will be when the retrieval node is reached, but with the partial text.
+            rag_state& st = l.req.state;
+            const std::uint64_t text = st.text;
+            st.text = l.gen.text;
+            ++st.visits[l.gen.node];
+            const std::uint64_t query = query_of(st);
+            st.text = text;
+            if (--st.visits[l.gen.node] == 0) st.visits.erase(l.gen.node);
+            begin_retrieval(l, to, query, true);
+            ++cpu_load;
+            ++stats_.retrieval_speculations;
+        } else {
+            (void)l;
+            (void)cpu_load;
         }
     }
 
@@ -400,24 +548,20 @@ private:
             live& l = live_[i];
             l.ret.busy = false;
             ++l.ret.substages;
+            if (l.ret.discard) {  // a speculative retrieval rolled back while on the CPU
+                begin_retrieval(l, l.ret.node, query_of(l.req.state), false);
+                continue;
+            }
+            if (l.ret.speculative) continue;  // validated when its generation ends
             if (l.ret.next == l.ret.probe.size()) {
-                const rag_node_id r = l.at;
-                l.req.state.retrieved.push_back(l.ret.found->ids());
-                ++l.req.state.visits[r];
-                l.ret.active = false;
-                if (l.gen.active) {  // a speculative generation is running: validate it
-                    l.verdict = l.gen.docs == l.req.state.retrieved.back();
-                    if (!l.gen.busy) apply_verdict(l);
-                } else {
-                    advance(l, r);
-                }
+                finish_retrieval(l);
                 continue;
             }
             // Speculative generation from the partial top-k when the GPU is under-used (4.3).
             const rag_graph& g = *l.req.graph;
             if (opt_.policy == rag_policy::wavefront && opt_.speculate && !l.gen.active &&
-                l.ret.substages >= opt_.speculate_after && gpu_load < opt_.speculate_below && !g.conditional(l.at)) {
-                const rag_node_id to = g.next(l.at, l.req.state);
+                l.ret.substages >= opt_.speculate_after && gpu_load < opt_.speculate_below && !g.conditional(l.ret.node)) {
+                const rag_node_id to = g.next(l.ret.node, l.req.state);
                 if (to != rag_end && g.node(to).kind == rag_node_kind::generation) {
                     start_generation(l, to, true);
                     ++gpu_load;
