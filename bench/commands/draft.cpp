@@ -176,45 +176,83 @@ std::vector<record> draft_records(const std::vector<token_record>& data, const o
     return all;
 }
 
-// Per-step draft latency at a context of `n` tokens: the generated workload's responses
-// concatenated into one long stream (so the context keeps repeating itself, as a long
-// conversation does), then `steps` single-token steps.
-std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std::size_t steps, std::size_t max_draft) {
+// Per-step draft latency at a context of `n` tokens, in a decode loop's steady state. The
+// context is the first `n` tokens of one long stream (the generated workload's prompts and
+// responses concatenated, so it repeats itself as a long conversation does). The response
+// then copies spans of 16..64 tokens from random places of the text so far, each followed by
+// one new token: every size sees the same kind of steps (a match that has to be found again
+// after each new token, then long drafts), so the draft length is about the same at every
+// size and only the memory the drafter walks grows. Each drafter replays the response as
+// the simulator does (draft, accept the matching prefix plus the bonus token); only the
+// draft calls are timed, with the drafter warm from the previous steps.
+std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std::size_t response_tokens,
+                                    std::size_t max_draft) {
     std::vector<token> stream;
-    const std::size_t need = lengths.back() + steps;
+    const std::size_t need = lengths.back() + response_tokens;
     for (std::uint32_t seed = 1; stream.size() < need; ++seed)
         for (const auto& rec : generate_workload(64, seed)) {
             stream.insert(stream.end(), rec.prompt.begin(), rec.prompt.end());
             stream.insert(stream.end(), rec.response.begin(), rec.response.end());
         }
     std::vector<record> out;
-    using clock = std::chrono::steady_clock;
+    std::map<std::string, double> first_p50;
     for (std::size_t n : lengths) {
-        const std::span<const token> prefix(stream.data(), n);
-        draft::drafter<token> sam({.max_draft = max_draft});
-        const std::clock_t build_start = std::clock();  // CPU time, as update_us_per_token above
-        sam.begin(prefix);
-        const double build_us = 1e6 * double(std::clock() - build_start) / CLOCKS_PER_SEC;
-        clock::time_point t0;
-        std::vector<double> sam_us, pld_us;
-        std::vector<token> context(prefix.begin(), prefix.end());
-        std::size_t sink = 0;
-        for (std::size_t i = 0; i < steps; ++i) {
-            t0 = clock::now();
-            sink += sam.chain().size();
-            sam_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
-            sam.accept(stream[n + i]);
-            t0 = clock::now();
-            sink += draft::prompt_lookup_draft<token>(context, 3, max_draft).size();
-            pld_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
-            context.push_back(stream[n + i]);
+        token_record rec;
+        rec.prompt.assign(stream.begin(), stream.begin() + std::ptrdiff_t(n));
+        std::mt19937 rng(7);
+        std::vector<token> text = rec.prompt;
+        for (std::size_t fresh = lengths.back(); rec.response.size() < response_tokens; ++fresh) {
+            const std::size_t len = 16 + rng() % 49, from = rng() % (text.size() - len);
+            for (std::size_t i = 0; i < len; ++i) rec.response.push_back(text[from + i]);
+            rec.response.push_back(stream[fresh]);  // a token the text has not seen here
+            text.assign(rec.prompt.begin(), rec.prompt.end());
+            text.insert(text.end(), rec.response.begin(), rec.response.end());
         }
-        const double sam_p50 = quantile(sam_us, 0.5), pld_p50 = quantile(pld_us, 0.5);
-        out.push_back({{"drafter", "sam"}, {"context", n}, {"draft_us_p50", sam_p50},
-                       {"draft_us_p99", quantile(sam_us, 0.99)}, {"update_us_per_token", build_us / double(n)},
-                       {"pld_over_sam", pld_p50 / sam_p50}, {"drafted", sink}});
-        out.push_back({{"drafter", "pld"}, {"context", n}, {"draft_us_p50", pld_p50},
-                       {"draft_us_p99", quantile(pld_us, 0.99)}});
+        for (const std::string kind : {"sam", "sam-tree", "pld"}) {
+            draft::drafter<token> sam({.max_draft = max_draft});
+            std::vector<token> context;
+            draft::draft_tree<token> tree;
+            replay_stats s;
+            double build_us = 0;
+            if (kind == "pld") {
+                s = testing::replay_record(
+                    rec, [&](std::span<const token> p) { context.assign(p.begin(), p.end()); },
+                    [&]() -> const draft::draft_tree<token>& {
+                        tree.clear();
+                        const auto chain = draft::prompt_lookup_draft<token>(context, 3, max_draft);
+                        for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
+                        return tree;
+                    },
+                    [&](std::span<const token> a) { context.insert(context.end(), a.begin(), a.end()); });
+            } else {
+                s = testing::replay_record(
+                    rec,
+                    [&](std::span<const token> p) {
+                        const std::clock_t start = std::clock();  // CPU time, as update_us_per_token above
+                        sam.begin(p);
+                        build_us = 1e6 * double(std::clock() - start) / CLOCKS_PER_SEC;
+                    },
+                    [&]() -> const draft::draft_tree<token>& {
+                        if (kind == "sam-tree") return sam.tree();
+                        tree.clear();
+                        const auto chain = sam.chain();
+                        for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
+                        return tree;
+                    },
+                    [&](std::span<const token> a) { sam.accept(a); });
+            }
+            const double p50 = quantile(s.draft_us, 0.5);
+            if (!first_p50.contains(kind)) first_p50[kind] = p50;
+            record r{{"drafter", kind},
+                     {"context", n},
+                     {"mat", s.mat()},
+                     {"drafted_per_step", double(s.drafted) / double(s.steps)},
+                     {"draft_us_p50", p50},
+                     {"draft_us_p99", quantile(s.draft_us, 0.99)},
+                     {"p50_over_smallest", p50 / first_p50[kind]}};
+            if (kind != "pld") r["update_us_per_token"] = build_us / double(n);
+            out.push_back(std::move(r));
+        }
     }
     return out;
 }
@@ -244,7 +282,7 @@ public:
     }
     int run(result_sink& sink) override {
         if (scaling_) {
-            for (auto& r : scaling_records({1000, 4000, 16000, 32000, 128000, 512000, 1000000}, 300, opt_.max_draft))
+            for (auto& r : scaling_records({1000, 4000, 16000, 32000, 128000, 512000, 1000000}, 3000, opt_.max_draft))
                 sink.add(std::move(r));
             return 0;
         }
@@ -276,7 +314,7 @@ public:
         const std::vector<std::size_t> lengths = ctx.quick ? std::vector<std::size_t>{1000, 4000}
                                                            : std::vector<std::size_t>{1000, 4000, 16000, 32000, 128000,
                                                                                       512000, 1000000};
-        for (auto& r : scaling_records(lengths, ctx.quick ? 20 : 300, 10)) {
+        for (auto& r : scaling_records(lengths, ctx.quick ? 300 : 3000, 10)) {
             r["category"] = "scaling";
             s.records.push_back(std::move(r));
         }
