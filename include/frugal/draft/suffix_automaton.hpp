@@ -10,11 +10,10 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include <boost/container/flat_map.hpp>
-#include <boost/container/small_vector.hpp>
 
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
@@ -37,9 +36,10 @@ inline constexpr std::uint32_t no_position = std::numeric_limits<std::uint32_t>:
 /// most recent or the most frequent continuation (CoordGen 4.1; SAM-Decoding).
 ///
 /// The text may be split into documents (`begin_document()`, a generalized automaton):
-/// no substring crosses a boundary. Transitions are a flat sorted map stored inline for up
-/// to two edges (Boost.Container), so a state is one allocation-free record in the common
-/// case.
+/// no substring crosses a boundary. A state is one cache-line record holding its scalars
+/// and, inline, its first few transitions (sorted by token); a state with more spills
+/// them to a sorted array of its own. A walk over states reads one line per state, and
+/// the records are trivially copyable, so growing the state array is a memcpy.
 ///
 /// Complexity: the automaton itself is amortized O(1) per `append` (at most 2n states,
 /// 3n transitions). Keeping `count` and `last_end` exact online means adding the new end
@@ -58,10 +58,6 @@ template <std::integral Token>
 class suffix_automaton {
 public:
     using token_type = Token;
-    /// Transition map of one state: token -> target, sorted, two edges inline.
-    using transition_map =
-        boost::container::flat_map<Token, state_id, std::less<Token>,
-                                   boost::container::small_vector<std::pair<Token, state_id>, 2>>;
 
     /// The root state (the empty string).
     static constexpr state_id root = 0;
@@ -72,13 +68,12 @@ public:
     /// Removes every token and state.
     void clear() {
         meta_.clear();
-        next_.clear();
+        spill_.clear();
         text_.clear();
         documents_.assign(1, 0);
         for (Token t : root_tokens_) root_dense_[static_cast<std::size_t>(t)] = no_state;
         root_tokens_.clear();
         meta_.push_back(node{});
-        next_.emplace_back();
         last_ = root;
         repeat_ = root;
         repeat_end_ = no_position;
@@ -88,7 +83,6 @@ public:
     void reserve(std::size_t tokens) {
         text_.reserve(tokens);
         meta_.reserve(2 * tokens + 1);
-        next_.reserve(2 * tokens + 1);
     }
 
     /// Starts a new document: later substrings never span the boundary.
@@ -157,9 +151,15 @@ public:
             const auto i = static_cast<std::size_t>(token);
             return i < root_dense_.size() ? root_dense_[i] : no_state;
         }
-        const auto& map = next_[s];
-        const auto it = map.find(token);
-        return it == map.end() ? no_state : it->second;
+        const node& n = meta_[s];
+        const edge* e = edges_of(n);
+        if (n.edges <= inline_edges) {  // a short sorted run: a linear scan
+            for (std::uint32_t i = 0; i < n.edges; ++i)
+                if (e[i].token == token) return e[i].target;
+            return no_state;
+        }
+        const edge* it = std::lower_bound(e, e + n.edges, token, [](const edge& a, Token t) { return a.token < t; });
+        return it != e + n.edges && it->token == token ? it->target : no_state;
     }
 
     /// The state of `pattern`, or `no_state` when it does not occur.
@@ -194,11 +194,13 @@ public:
     void for_each_transition(state_id s, Fn&& fn) const {
         if (s == root)
             for (Token t : root_tokens_) fn(t, root_dense_[static_cast<std::size_t>(t)]);
-        for (const auto& [t, target] : transition_map_of(s)) fn(t, target);
+        const node& n = at(s);
+        const edge* e = edges_of(n);
+        for (std::uint32_t i = 0; i < n.edges; ++i) fn(e[i].token, e[i].target);
     }
     /// Number of outgoing transitions of `s`.
     [[nodiscard]] std::size_t transition_count(state_id s) const {
-        return transition_map_of(s).size() + (s == root ? root_tokens_.size() : 0);
+        return at(s).edges + (s == root ? root_tokens_.size() : 0);
     }
 
     /// The longest suffix of the current document that also ends earlier (the suffix link
@@ -240,12 +242,10 @@ public:
 
     /// Approximate heap bytes held (states, transitions spilled to the heap, text).
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        std::size_t bytes = meta_.capacity() * sizeof(node) + next_.capacity() * sizeof(transition_map) +
-                            text_.capacity() * sizeof(Token) +
-                            documents_.capacity() * sizeof(std::uint32_t) +
+        std::size_t bytes = meta_.capacity() * sizeof(node) + spill_.capacity() * sizeof(std::vector<edge>) +
+                            text_.capacity() * sizeof(Token) + documents_.capacity() * sizeof(std::uint32_t) +
                             root_dense_.capacity() * sizeof(state_id) + root_tokens_.capacity() * sizeof(Token);
-        for (const transition_map& m : next_)
-            if (m.capacity() > 2) bytes += m.capacity() * sizeof(std::pair<Token, state_id>);
+        for (const auto& v : spill_) bytes += v.capacity() * sizeof(edge);
         return bytes;
     }
 
@@ -253,15 +253,33 @@ public:
     static constexpr std::size_t max_tokens = (std::numeric_limits<state_id>::max() - 2) / 2;
 
 private:
-    // Per-state scalars, kept apart from the transition maps so the suffix-link walks of
-    // append() and of the matcher touch 20 bytes per state.
+    struct edge {
+        Token token;
+        state_id target;
+    };
+    // As many transitions inline as fit a 64-byte record next to the 28 bytes of scalars
+    // (4 for 32-bit tokens); most states have one or two. A hand-written record rather
+    // than a boost::container::small_vector member: that kept the transitions in a second
+    // array (two cache misses per state visited) and made growing the arrays an
+    // element-by-element move.
+    static constexpr std::uint32_t inline_edges =
+        std::max<std::uint32_t>(1, static_cast<std::uint32_t>((64 - 7 * sizeof(std::uint32_t)) / sizeof(edge)));
     struct node {
         std::uint32_t length = 0;
         state_id link = no_state;
         std::uint32_t count = 0;
         std::uint32_t first_end = no_position;
         std::uint32_t last_end = no_position;
+        std::uint32_t edges = 0;           // number of transitions
+        std::uint32_t spill = no_position; // index into spill_ once edges > inline_edges
+        edge inline_edge[inline_edges];
     };
+    static_assert(std::is_trivially_copyable_v<node>);
+
+    const edge* edges_of(const node& n) const noexcept {
+        return n.edges <= inline_edges ? n.inline_edge : spill_[n.spill].data();
+    }
+    edge* edges_of(node& n) noexcept { return n.edges <= inline_edges ? n.inline_edge : spill_[n.spill].data(); }
 
     // The root's transitions are the whole vocabulary; a sorted array would make each new
     // token an O(vocabulary) insertion, so tokens in [0, dense_limit) index a dense table.
@@ -280,14 +298,39 @@ private:
             root_tokens_.push_back(token);
             return;
         }
-        next_[s].emplace(token, target);
+        node& n = meta_[s];
+        if (n.edges == inline_edges) {  // spill: the inline run moves to an array of its own
+            if (n.spill == no_position) {
+                n.spill = static_cast<std::uint32_t>(spill_.size());
+                spill_.emplace_back();
+            }
+            spill_[n.spill].assign(n.inline_edge, n.inline_edge + inline_edges);
+        }
+        edge* e;
+        if (n.edges >= inline_edges) {
+            auto& v = spill_[n.spill];
+            v.push_back({});
+            e = v.data();
+        } else {
+            e = n.inline_edge;
+        }
+        std::uint32_t i = n.edges;  // insertion sort step: transitions stay sorted by token
+        for (; i > 0 && token < e[i - 1].token; --i) e[i] = e[i - 1];
+        e[i] = {token, target};
+        ++n.edges;
     }
     void set_transition(state_id s, Token token, state_id target) {
         if (s == root && dense(token)) {
             root_dense_[static_cast<std::size_t>(token)] = target;
             return;
         }
-        next_[s].find(token)->second = target;
+        node& n = meta_[s];
+        edge* e = edges_of(n);
+        for (std::uint32_t i = 0; i < n.edges; ++i)
+            if (e[i].token == token) {
+                e[i].target = target;
+                return;
+            }
     }
 
     const node& at(state_id s) const {
@@ -296,18 +339,12 @@ private:
         return meta_[s];
     }
 
-    const transition_map& transition_map_of(state_id s) const {
-        (void)at(s);
-        return next_[s];
-    }
-
     state_id new_state(std::uint32_t length, std::uint32_t end) {
         node n;
         n.length = length;
         n.first_end = end;
         n.last_end = end;
         meta_.push_back(n);
-        next_.emplace_back();
         return static_cast<state_id>(meta_.size() - 1);
     }
 
@@ -318,8 +355,13 @@ private:
         const state_id clone = static_cast<state_id>(meta_.size());
         node copy = meta_[q];
         copy.length = meta_[p].length + 1;
+        if (copy.edges > inline_edges) {  // the clone gets its own copy of q's spilled transitions
+            copy.spill = static_cast<std::uint32_t>(spill_.size());
+            spill_.push_back(spill_[meta_[q].spill]);
+        } else {
+            copy.spill = no_position;
+        }
         meta_.push_back(copy);
-        next_.push_back(next_[q]);
         while (p != no_state && next(p, token) == q) {
             set_transition(p, token, clone);
             p = meta_[p].link;
@@ -329,7 +371,7 @@ private:
     }
 
     std::vector<node> meta_;
-    std::vector<transition_map> next_;
+    std::vector<std::vector<edge>> spill_;  // transitions of the states with more than inline_edges
     std::vector<Token> text_;
     std::vector<std::uint32_t> documents_;
     std::vector<state_id> root_dense_;  // root transitions of tokens in [0, dense_limit)
