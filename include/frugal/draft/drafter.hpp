@@ -96,7 +96,9 @@ public:
     /// drafter.accept(draft.first(result.accepted)); drafter.accept(result.bonus);
     /// @endcode
     void accept(std::span<const Token> tokens) {
-        for (Token t : tokens) accept(t);
+        for (Token t : tokens) check_token(t);
+        context_.append(tokens);  // one batch: shared suffix-link paths are updated once
+        if (history_ != nullptr) hist_matcher_.advance(tokens);
     }
     /// Appends one accepted token.
     void accept(Token token) {

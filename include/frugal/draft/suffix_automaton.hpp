@@ -96,49 +96,35 @@ public:
         repeat_end_ = no_position;
     }
 
-    /// Appends one token; amortized O(1) plus the endpos update described above.
+    /// Appends one token: amortized O(1) for the automaton, plus O(d) to add the new end
+    /// position to the d states on its suffix-link path (see the class comment).
     /// @code
     /// for (int t : accepted) sam.append(t);
     /// @endcode
     void append(Token token) {
-        FRUGAL_CHECK_AS(frugal::out_of_range, text_.size() < max_tokens,
-                        "suffix_automaton: text would exceed ", max_tokens, " tokens");
-        const auto pos = static_cast<std::uint32_t>(text_.size());
-        text_.push_back(token);
-        state_id p = last_;
-        state_id cur;
-        state_id q = next(p, token);
-        if (q != no_state) {
-            // Generalized automaton: the string already occurs in an earlier document.
-            cur = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
-            repeat_ = cur;
-        } else {
-            cur = new_state(meta_[p].length + 1, pos);
-            while (p != no_state && (q = next(p, token)) == no_state) {
-                add_transition(p, token, cur);
-                p = meta_[p].link;
-            }
-            if (p == no_state) {
-                meta_[cur].link = root;
-            } else {
-                meta_[cur].link = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
-            }
-            repeat_ = meta_[cur].link;
-        }
-        repeat_end_ = repeat_ == root ? no_position : meta_[repeat_].last_end;  // before the walk below adds this position
-        last_ = cur;
+        const state_id cur = extend(token);
         for (state_id s = cur; s != no_state; s = meta_[s].link) {
             ++meta_[s].count;
-            meta_[s].last_end = pos;
+            meta_[s].last_end = meta_[cur].last_end;
         }
     }
 
-    /// Appends every token of `tokens` in order.
+    /// Appends every token of `tokens` in order. The end positions of all but the last
+    /// token are added in one pass over the union of their suffix-link paths (each state
+    /// once, longest first) instead of one walk per token, so the shared short suffixes
+    /// near the root are updated once per batch; counts and end positions are exact when
+    /// it returns.
     /// @code
     /// sam.append(std::span<const int>(prompt));
     /// @endcode
     void append(std::span<const Token> tokens) {
-        for (Token t : tokens) append(t);
+        if (tokens.empty()) return;
+        if (tokens.size() > 1) {
+            pending_.clear();
+            for (Token t : tokens.first(tokens.size() - 1)) pending_.push_back(extend(t));
+            flush();
+        }
+        append(tokens.back());  // the last one walks, so that repeat_end() sees the others
     }
 
     /// Target of the transition from `s` by `token`, or `no_state`.
@@ -257,13 +243,13 @@ private:
         Token token;
         state_id target;
     };
-    // As many transitions inline as fit a 64-byte record next to the 28 bytes of scalars
+    // As many transitions inline as fit a 64-byte record next to the 32 bytes of scalars
     // (4 for 32-bit tokens); most states have one or two. A hand-written record rather
     // than a boost::container::small_vector member: that kept the transitions in a second
     // array (two cache misses per state visited) and made growing the arrays an
     // element-by-element move.
     static constexpr std::uint32_t inline_edges =
-        std::max<std::uint32_t>(1, static_cast<std::uint32_t>((64 - 7 * sizeof(std::uint32_t)) / sizeof(edge)));
+        std::max<std::uint32_t>(1, static_cast<std::uint32_t>((64 - 8 * sizeof(std::uint32_t)) / sizeof(edge)));
     struct node {
         std::uint32_t length = 0;
         state_id link = no_state;
@@ -272,6 +258,7 @@ private:
         std::uint32_t last_end = no_position;
         std::uint32_t edges = 0;           // number of transitions
         std::uint32_t spill = no_position; // index into spill_ once edges > inline_edges
+        std::uint32_t scratch = 0;         // flush(): 0 unmarked, else 1 + pending end positions below
         edge inline_edge[inline_edges];
     };
     static_assert(std::is_trivially_copyable_v<node>);
@@ -333,6 +320,78 @@ private:
             }
     }
 
+    // The automaton part of append: adds the token's states and transitions, sets the
+    // repeat match, and returns the state of the new prefix (whose end position the caller
+    // adds to its suffix-link path), with last_end already the new position.
+    state_id extend(Token token) {
+        FRUGAL_CHECK_AS(frugal::out_of_range, text_.size() < max_tokens,
+                        "suffix_automaton: text would exceed ", max_tokens, " tokens");
+        const auto pos = static_cast<std::uint32_t>(text_.size());
+        text_.push_back(token);
+        state_id p = last_;
+        state_id cur;
+        state_id q = next(p, token);
+        if (q != no_state) {
+            // Generalized automaton: the string already occurs in an earlier document.
+            cur = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
+            repeat_ = cur;
+        } else {
+            cur = new_state(meta_[p].length + 1, pos);
+            while (p != no_state && (q = next(p, token)) == no_state) {
+                add_transition(p, token, cur);
+                p = meta_[p].link;
+            }
+            if (p == no_state) {
+                meta_[cur].link = root;
+            } else {
+                meta_[cur].link = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
+            }
+            repeat_ = meta_[cur].link;
+        }
+        repeat_end_ = repeat_ == root ? no_position : meta_[repeat_].last_end;  // before cur's position is added
+        meta_[cur].last_end = pos;  // cur may be an older state (an earlier document's)
+        last_ = cur;
+        return cur;
+    }
+
+    // Adds the end positions of the prefix states in pending_ (one per position of one
+    // document, so their lengths increase) to every state on their suffix-link paths,
+    // visiting each state of the union of the paths once. Each pending state starts a
+    // segment that climbs its path until a state already marked (scratch = 1 + the end
+    // positions below it still to pass up). A later segment can only join an earlier one
+    // (a pending state's ancestors are shorter, so older), so running the segments from
+    // the last to the first, each bottom-up, reaches every state after all its children:
+    // its count and last_end are final and passed to its link.
+    void flush() {
+        if (pending_.empty()) return;
+        union_.clear();
+        segments_.clear();
+        for (state_id v : pending_) meta_[v].scratch = 2;
+        for (state_id v : pending_) {
+            FRUGAL_ASSERT(segments_.empty() || meta_[v].length > meta_[union_[segments_.back()]].length);
+            segments_.push_back(static_cast<std::uint32_t>(union_.size()));
+            union_.push_back(v);
+            for (state_id y = meta_[v].link; y != root && meta_[y].scratch == 0; y = meta_[y].link) {
+                meta_[y].scratch = 1;
+                union_.push_back(y);
+            }
+        }
+        for (std::size_t k = segments_.size(); k-- > 0;) {
+            const std::size_t stop = k + 1 < segments_.size() ? segments_[k + 1] : union_.size();
+            for (std::size_t i = segments_[k]; i < stop; ++i) {
+                node& n = meta_[union_[i]];
+                const std::uint32_t add = n.scratch - 1;
+                n.scratch = 0;
+                n.count += add;
+                node& up = meta_[n.link];
+                if (n.link != root) up.scratch += add;
+                up.last_end = up.last_end == no_position ? n.last_end : std::max(up.last_end, n.last_end);
+            }
+        }
+        meta_[root].count += static_cast<std::uint32_t>(pending_.size());  // the root counts every position
+        pending_.clear();
+    }
+
     const node& at(state_id s) const {
         FRUGAL_CHECK_AS(frugal::out_of_range, s < meta_.size(), "suffix_automaton: state ", s,
                         " >= state count ", meta_.size());
@@ -376,6 +435,9 @@ private:
     std::vector<std::uint32_t> documents_;
     std::vector<state_id> root_dense_;  // root transitions of tokens in [0, dense_limit)
     std::vector<Token> root_tokens_;    // the tokens with a dense root transition, in arrival order
+    std::vector<state_id> pending_;     // append(span): prefix states whose end position awaits flush()
+    std::vector<state_id> union_;       // flush(): the states of their paths, segment by segment
+    std::vector<std::uint32_t> segments_;  // flush(): where each pending state's segment starts
     state_id last_ = root;
     state_id repeat_ = root;
     std::uint32_t repeat_end_ = no_position;
