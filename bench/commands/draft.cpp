@@ -84,14 +84,14 @@ std::vector<token_record> generate_workload(std::size_t records, std::uint32_t s
 struct options {
     std::string drafter = "all";
     std::size_t max_draft = 10, tree_budget = 64;
-    bool history = true;
+    bool history = true, backoff = true;
 };
 
 // Replays every record with one drafter; returns the totals per category ("all" first).
 std::map<std::string, replay_stats> simulate(const std::vector<token_record>& data, const std::string& kind,
                                              const options& opt, std::size_t& history_bytes) {
     draft::history_store<token> history(std::size_t{1} << 22);  // 4M tokens: never evicts on the bundled file
-    draft::drafter<token> sam({.max_draft = opt.max_draft, .tree_budget = opt.tree_budget},
+    draft::drafter<token> sam({.max_draft = opt.max_draft, .tree_budget = opt.tree_budget, .backoff = opt.backoff},
                               opt.history ? &history.automaton() : nullptr);
     std::vector<token> context;
     draft::draft_tree<token> tree;
@@ -184,7 +184,8 @@ std::vector<record> draft_records(const std::vector<token_record>& data, const o
 // after each new token, then long drafts), so the draft length is about the same at every
 // size and only the memory the drafter walks grows. Each drafter replays the response as
 // the simulator does (draft, accept the matching prefix plus the bonus token); only the
-// draft calls are timed, with the drafter warm from the previous steps.
+// draft calls are timed, with the drafter warm from the previous steps. `sam-nobackoff` is
+// the chain drafter without the back-off sources (drafter_config::backoff).
 std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std::size_t response_tokens,
                                     std::size_t max_draft) {
     std::vector<token> stream;
@@ -208,8 +209,8 @@ std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std
             text.assign(rec.prompt.begin(), rec.prompt.end());
             text.insert(text.end(), rec.response.begin(), rec.response.end());
         }
-        for (const std::string kind : {"sam", "sam-tree", "pld"}) {
-            draft::drafter<token> sam({.max_draft = max_draft});
+        for (const std::string kind : {"sam", "sam-tree", "sam-nobackoff", "pld"}) {
+            draft::drafter<token> sam({.max_draft = max_draft, .backoff = kind != "sam-nobackoff"});
             std::vector<token> context;
             draft::draft_tree<token> tree;
             replay_stats s;
@@ -276,6 +277,9 @@ public:
         app.add_option("--history", history_, "on | off: draft also from earlier records' responses")
             ->check(CLI::IsMember({"on", "off"}))
             ->capture_default_str();
+        app.add_option("--backoff", backoff_, "on | off: sam drafters also draft from each match's back-off")
+            ->check(CLI::IsMember({"on", "off"}))
+            ->capture_default_str();
         app.add_option("--records", records_, "generated workload size")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--seed", seed_, "generated workload seed")->capture_default_str();
         app.add_flag("--scaling", scaling_, "per-step draft latency at contexts of 1k..1M tokens, sam vs pld");
@@ -287,6 +291,7 @@ public:
             return 0;
         }
         opt_.history = history_ == "on";
+        opt_.backoff = backoff_ == "on";
         const auto data = data_.empty() ? generate_workload(records_, seed_) : testing::read_tok_file(data_);
         for (auto& r : draft_records(data, opt_)) sink.add(std::move(r));
         return 0;
@@ -331,7 +336,7 @@ public:
     }
 
 private:
-    std::string data_, history_ = "on";
+    std::string data_, history_ = "on", backoff_ = "on";
     options opt_;
     std::size_t records_ = 400;
     std::uint32_t seed_ = 1;

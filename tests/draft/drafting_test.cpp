@@ -144,6 +144,22 @@ TEST(Drafter, HistoryDraftsWhatTheContextLacks) {
     EXPECT_TRUE(d.chain().empty());  // a continuation never crosses into another document
 }
 
+TEST(Drafter, BackoffDraftsWhereTheLongestMatchEnds) {
+    // "1 2 3" ends a history document (nothing follows it); its back-off "2 3" was
+    // followed by 4 in the other document.
+    suffix_automaton<int> history;
+    history.append(std::vector<int>{1, 2, 3});
+    history.begin_document();
+    history.append(std::vector<int>{2, 3, 4});
+    drafter<int> with({.max_draft = 1}, &history);
+    with.begin(std::vector<int>{1, 2, 3});
+    EXPECT_EQ(with.history_match(), 3u);
+    EXPECT_EQ(v(with.chain()), (std::vector<int>{4}));
+    drafter<int> without({.max_draft = 1, .backoff = false}, &history);
+    without.begin(std::vector<int>{1, 2, 3});
+    EXPECT_TRUE(without.chain().empty());
+}
+
 TEST(Drafter, TreeIsValidAndEveryPathOccurred) {
     std::mt19937 rng(1);
     std::uniform_int_distribution<int> tok(0, 5);
