@@ -17,6 +17,7 @@
 #include <frugal/draft/drafter.hpp>
 #include <frugal/draft/history.hpp>
 #include <frugal/draft/ngram.hpp>
+#include <frugal/draft/reuse.hpp>
 #include <frugal/draft/suffix_automaton.hpp>
 
 #include "../../tests/draft/replay.hpp"  // the .tok reader and replay loop the tests also use
@@ -84,7 +85,7 @@ std::vector<token_record> generate_workload(std::size_t records, std::uint32_t s
 struct options {
     std::string drafter = "all";
     std::size_t max_draft = 10, tree_budget = 64;
-    bool history = true, backoff = true;
+    bool history = true, backoff = true, reuse = false;
 };
 
 // Replays every record with one drafter; returns the totals per category ("all" first).
@@ -100,22 +101,57 @@ std::map<std::string, replay_stats> simulate(const std::vector<token_record>& da
         for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
         return tree;
     };
+    // Draft reuse (CoordGen 3.4, Eq. 3) for the chain drafters: the segments kept from
+    // earlier rejected drafts are verified as extra branches next to the fresh chain, and
+    // each fresh chain's reusable segment is kept. The model's prediction at offset i of a
+    // rejected draft is taken as response[pos + i] (the greedy output at that position; the
+    // true prediction after a wrong token is unknown offline).
+    draft::draft_reuse<token> reuse(2 * opt.max_draft);
+    std::vector<token> fresh, predictions;
+    std::size_t pos = 0;
+    auto with_reuse = [&](const token_record& rec, std::span<const token> chain) -> const draft::draft_tree<token>& {
+        fresh.assign(chain.begin(), chain.end());
+        chain_tree(fresh);
+        if (!opt.reuse) return tree;
+        for (std::span<const token> seg : reuse.offer(fresh.size())) {
+            std::int32_t at = -1;  // insert as a path from the root, sharing existing prefixes
+            for (token t : seg) {
+                std::int32_t found = -1;
+                for (std::size_t n = 0; n < tree.size() && found < 0; ++n)
+                    if (tree.parents[n] == at && tree.tokens[n] == t) found = std::int32_t(n);
+                at = found >= 0 ? found : tree.push(at, t);
+            }
+        }
+        predictions.resize(fresh.size() + 1);
+        for (std::size_t i = 0; i <= fresh.size(); ++i)
+            predictions[i] = pos + i < rec.response.size() ? rec.response[pos + i] : -1;
+        reuse.observe(fresh, predictions);
+        return tree;
+    };
     std::map<std::string, replay_stats> by_category;
     for (const auto& rec : data) {
         replay_stats s;
+        reuse.clear();
+        pos = 0;
         if (kind == "pld") {
             s = testing::replay_record(
                 rec, [&](std::span<const token> p) { context.assign(p.begin(), p.end()); },
                 [&]() -> const draft::draft_tree<token>& {
-                    return chain_tree(draft::prompt_lookup_draft<token>(context, 3, opt.max_draft));
+                    return with_reuse(rec, draft::prompt_lookup_draft<token>(context, 3, opt.max_draft));
                 },
-                [&](std::span<const token> a) { context.insert(context.end(), a.begin(), a.end()); });
+                [&](std::span<const token> a) {
+                    context.insert(context.end(), a.begin(), a.end());
+                    pos += a.size();
+                });
         } else {
             const bool as_tree = kind == "sam-tree";
             s = testing::replay_record(
                 rec, [&](std::span<const token> p) { sam.begin(p); },
-                [&]() -> const draft::draft_tree<token>& { return as_tree ? sam.tree() : chain_tree(sam.chain()); },
-                [&](std::span<const token> a) { sam.accept(a); });
+                [&]() -> const draft::draft_tree<token>& { return as_tree ? sam.tree() : with_reuse(rec, sam.chain()); },
+                [&](std::span<const token> a) {
+                    sam.accept(a);
+                    pos += a.size();
+                });
             if (opt.history) history.add(rec.response);
         }
         by_category["all"].merge(s);
@@ -166,7 +202,8 @@ std::vector<record> draft_records(const std::vector<token_record>& data, const o
                           {"draft_us_p50", quantile(s.draft_us, 0.5)},
                           {"draft_us_p99", quantile(s.draft_us, 0.99)},
                           {"update_us_per_token", update_us},
-                          {"history_bytes", history_bytes}};
+                          {"history_bytes", history_bytes},
+                          {"reuse", opt.reuse && kind != "sam-tree" ? "on" : "off"}};
         };
         all.push_back(make("all", stats.at("all")));
         for (const auto& [category, s] : stats)
@@ -280,6 +317,9 @@ public:
         app.add_option("--backoff", backoff_, "on | off: sam drafters also draft from each match's back-off")
             ->check(CLI::IsMember({"on", "off"}))
             ->capture_default_str();
+        app.add_option("--reuse", reuse_, "on | off: draft reuse (CoordGen Eq. 3) for the chain drafters pld and sam")
+            ->check(CLI::IsMember({"on", "off"}))
+            ->capture_default_str();
         app.add_option("--records", records_, "generated workload size")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--seed", seed_, "generated workload seed")->capture_default_str();
         app.add_flag("--scaling", scaling_, "per-step draft latency at contexts of 1k..1M tokens, sam vs pld");
@@ -292,6 +332,7 @@ public:
         }
         opt_.history = history_ == "on";
         opt_.backoff = backoff_ == "on";
+        opt_.reuse = reuse_ == "on";
         const auto data = data_.empty() ? generate_workload(records_, seed_) : testing::read_tok_file(data_);
         for (auto& r : draft_records(data, opt_)) sink.add(std::move(r));
         return 0;
@@ -336,7 +377,7 @@ public:
     }
 
 private:
-    std::string data_, history_ = "on", backoff_ = "on";
+    std::string data_, history_ = "on", backoff_ = "on", reuse_ = "off";
     options opt_;
     std::size_t records_ = 400;
     std::uint32_t seed_ = 1;
