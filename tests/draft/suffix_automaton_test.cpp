@@ -314,6 +314,31 @@ TEST(SuffixAutomaton, BatchAppendsAreExactAfterEveryBatch) {
     }
 }
 
+TEST(SuffixAutomaton, RepetitiveBatchesMatchOracle) {
+    // Periodic text makes suffix-link paths long (n / p states), which switches append(span)
+    // from per-token walks to the batched pass over their union.
+    for (int period : {1, 3}) {
+        std::vector<std::vector<int>> docs(1);
+        suffix_automaton<int> sam;
+        for (int chunk = 0; chunk < 8; ++chunk) {
+            std::vector<int> batch;
+            for (int i = 0; i < 45; ++i) batch.push_back(int(docs[0].size() + batch.size()) % period);
+            sam.append(std::span<const int>(batch));
+            docs[0].insert(docs[0].end(), batch.begin(), batch.end());
+        }
+        for (std::size_t len = 1; len <= docs[0].size(); len += 7)
+            for (int shift = 0; shift < period; ++shift) {
+                const std::vector<int> p(docs[0].begin() + shift, docs[0].begin() + shift + std::ptrdiff_t(len));
+                const auto ends = occurrences(docs, p);
+                const auto s = sam.find(p);
+                ASSERT_NE(s, no_state);
+                EXPECT_EQ(sam.count(s), ends.size()) << "period " << period << " length " << len;
+                EXPECT_EQ(sam.first_end(s), ends.front());
+                EXPECT_EQ(sam.last_end(s), ends.back());
+            }
+    }
+}
+
 TEST(SuffixAutomaton, RealTokenSequencesMatchOracle) {
     FRUGAL_SHARED_DATA_OR_SKIP(file, "drafting/specbench_vicuna7b.tok");
     const auto records = frugal::testing::read_tok_file(file, 6);

@@ -101,27 +101,26 @@ public:
     /// @code
     /// for (int t : accepted) sam.append(t);
     /// @endcode
-    void append(Token token) {
-        const state_id cur = extend(token);
-        for (state_id s = cur; s != no_state; s = meta_[s].link) {
-            ++meta_[s].count;
-            meta_[s].last_end = meta_[cur].last_end;
-        }
-    }
+    void append(Token token) { (void)add_end(extend(token)); }
 
-    /// Appends every token of `tokens` in order. The end positions of all but the last
-    /// token are added in one pass over the union of their suffix-link paths (each state
-    /// once, longest first) instead of one walk per token, so the shared short suffixes
-    /// near the root are updated once per batch; counts and end positions are exact when
-    /// it returns.
+    /// Appends every token of `tokens` in order; counts and end positions are exact when it
+    /// returns. Each token's end position is added by a walk up its suffix-link path, as
+    /// `append(token)` does, until a walk is longer than `long_walk` states (repetitive
+    /// text, whose paths grow with the text: on a period-p text they hold n / p states);
+    /// from there the batch's end positions are added in one pass over the union of their
+    /// paths (each state once), so such a batch costs O(n / p) rather than O(n / p) per token.
     /// @code
     /// sam.append(std::span<const int>(prompt));
     /// @endcode
     void append(std::span<const Token> tokens) {
         if (tokens.empty()) return;
-        if (tokens.size() > 1) {
-            pending_.clear();
-            for (Token t : tokens.first(tokens.size() - 1)) pending_.push_back(extend(t));
+        pending_.clear();
+        for (Token t : tokens.first(tokens.size() - 1)) {
+            const state_id cur = extend(t);
+            if (!pending_.empty() || add_end(cur) > long_walk) pending_.push_back(cur);
+        }
+        if (!pending_.empty()) {  // the first entry's walk is done: keep it out of the pass
+            pending_.erase(pending_.begin());
             flush();
         }
         append(tokens.back());  // the last one walks, so that repeat_end() sees the others
@@ -318,6 +317,22 @@ private:
                 e[i].target = target;
                 return;
             }
+    }
+
+    // A walk longer than this switches append(span) to the batched pass (natural text
+    // walks a handful of states; the batched pass costs more per state it visits).
+    static constexpr std::size_t long_walk = 64;
+
+    // Adds the end position of the newest prefix state `cur` to every state on its
+    // suffix-link path; returns how many states that was.
+    std::size_t add_end(state_id cur) {
+        const std::uint32_t pos = meta_[cur].last_end;
+        std::size_t walked = 0;
+        for (state_id s = cur; s != no_state; s = meta_[s].link, ++walked) {
+            ++meta_[s].count;
+            meta_[s].last_end = pos;
+        }
+        return walked;
     }
 
     // The automaton part of append: adds the token's states and transitions, sets the
