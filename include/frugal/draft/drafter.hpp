@@ -38,7 +38,7 @@ struct drafter_config {
     /// step's cost independent of the vocabulary).
     std::size_t max_fanout = 64;
     /// Also draft from each match's suffix-link back-off (the next shorter match, with more
-    /// occurrences). It adds 0.5% (chain) to 2.5% (tree) MAT on the bundled file; its states
+    /// occurrences). It adds 0.4% (chain) and 2.6% (tree) MAT on the bundled file; its states
     /// are the frequent, scattered ones, so past the caches each step pays a few more
     /// memory round trips (docs/drafting.md, scaling). Off: the step cost stays flat.
     bool backoff = true;
