@@ -355,7 +355,8 @@ public:
             "accepts the longest matching prefix (tree path) + 1 bonus token. MAT = response tokens / steps. "
             "K = 10, tree budget 64, history on (earlier records' responses). "
             "`frugal-bench draft --data FILE.tok --drafter all --max-draft 10 --tree-budget 64 --history on`; "
-            "scaling: `frugal-bench draft --scaling`.";
+            "Scaling (`frugal-bench draft --scaling`): a decode loop copying spans of a context of 1k..1M tokens; "
+            "p50 of the draft calls, p50_over_smallest = p50 / p50 at 1k; sam-nobackoff = sam without back-off sources.";
         s.records = draft_records(data, {});
         const std::vector<std::size_t> lengths = ctx.quick ? std::vector<std::size_t>{1000, 4000}
                                                            : std::vector<std::size_t>{1000, 4000, 16000, 32000, 128000,
@@ -365,7 +366,7 @@ public:
             s.records.push_back(std::move(r));
         }
         s.columns = {"drafter", "category", "context", "records", "mat", "accept_rate", "drafted_per_step",
-                     "draft_us_p50", "draft_us_p99", "update_us_per_token", "history_bytes"};
+                     "draft_us_p50", "draft_us_p99", "p50_over_smallest", "update_us_per_token", "history_bytes"};
         s.plots.push_back({.file = "draft_mat.png", .title = "Mean accepted tokens per step (K = 10)",
                            .x = "category", .y = "mat", .series = "drafter", .xlabel = "category",
                            .ylabel = "MAT (tokens / verification)", .kind = "bar"});

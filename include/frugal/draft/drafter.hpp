@@ -57,7 +57,8 @@ struct drafter_config {
 /// counts there. `chain()` follows the most probable token up to `max_draft` deep while
 /// the path probability stays above `min_path_score`, so its length adapts to the
 /// evidence; `tree()` expands the most probable paths best-first within `tree_budget`
-/// nodes. Neither depends on the context length.
+/// nodes. Neither does work that grows with the context length (docs/drafting.md,
+/// scaling, says where the memory misses of a long context come from).
 /// @code
 /// frugal::draft::drafter<int> d({.max_draft = 8});
 /// d.begin(prompt);
