@@ -17,6 +17,7 @@
 #include <frugal/draft/drafter.hpp>
 #include <frugal/draft/history.hpp>
 #include <frugal/draft/ngram.hpp>
+#include <frugal/draft/reuse.hpp>
 #include <frugal/draft/suffix_automaton.hpp>
 
 #include "../../tests/draft/replay.hpp"  // the .tok reader and replay loop the tests also use
@@ -84,14 +85,14 @@ std::vector<token_record> generate_workload(std::size_t records, std::uint32_t s
 struct options {
     std::string drafter = "all";
     std::size_t max_draft = 10, tree_budget = 64;
-    bool history = true;
+    bool history = true, backoff = true, reuse = false;
 };
 
 // Replays every record with one drafter; returns the totals per category ("all" first).
 std::map<std::string, replay_stats> simulate(const std::vector<token_record>& data, const std::string& kind,
                                              const options& opt, std::size_t& history_bytes) {
     draft::history_store<token> history(std::size_t{1} << 22);  // 4M tokens: never evicts on the bundled file
-    draft::drafter<token> sam({.max_draft = opt.max_draft, .tree_budget = opt.tree_budget},
+    draft::drafter<token> sam({.max_draft = opt.max_draft, .tree_budget = opt.tree_budget, .backoff = opt.backoff},
                               opt.history ? &history.automaton() : nullptr);
     std::vector<token> context;
     draft::draft_tree<token> tree;
@@ -100,22 +101,57 @@ std::map<std::string, replay_stats> simulate(const std::vector<token_record>& da
         for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
         return tree;
     };
+    // Draft reuse (CoordGen 3.4, Eq. 3) for the chain drafters: the segments kept from
+    // earlier rejected drafts are verified as extra branches next to the fresh chain, and
+    // each fresh chain's reusable segment is kept. The model's prediction at offset i of a
+    // rejected draft is taken as response[pos + i] (the greedy output at that position; the
+    // true prediction after a wrong token is unknown offline).
+    draft::draft_reuse<token> reuse(2 * opt.max_draft);
+    std::vector<token> fresh, predictions;
+    std::size_t pos = 0;
+    auto with_reuse = [&](const token_record& rec, std::span<const token> chain) -> const draft::draft_tree<token>& {
+        fresh.assign(chain.begin(), chain.end());
+        chain_tree(fresh);
+        if (!opt.reuse) return tree;
+        for (std::span<const token> seg : reuse.offer(fresh.size())) {
+            std::int32_t at = -1;  // insert as a path from the root, sharing existing prefixes
+            for (token t : seg) {
+                std::int32_t found = -1;
+                for (std::size_t n = 0; n < tree.size() && found < 0; ++n)
+                    if (tree.parents[n] == at && tree.tokens[n] == t) found = std::int32_t(n);
+                at = found >= 0 ? found : tree.push(at, t);
+            }
+        }
+        predictions.resize(fresh.size() + 1);
+        for (std::size_t i = 0; i <= fresh.size(); ++i)
+            predictions[i] = pos + i < rec.response.size() ? rec.response[pos + i] : -1;
+        reuse.observe(fresh, predictions);
+        return tree;
+    };
     std::map<std::string, replay_stats> by_category;
     for (const auto& rec : data) {
         replay_stats s;
+        reuse.clear();
+        pos = 0;
         if (kind == "pld") {
             s = testing::replay_record(
                 rec, [&](std::span<const token> p) { context.assign(p.begin(), p.end()); },
                 [&]() -> const draft::draft_tree<token>& {
-                    return chain_tree(draft::prompt_lookup_draft<token>(context, 3, opt.max_draft));
+                    return with_reuse(rec, draft::prompt_lookup_draft<token>(context, 3, opt.max_draft));
                 },
-                [&](std::span<const token> a) { context.insert(context.end(), a.begin(), a.end()); });
+                [&](std::span<const token> a) {
+                    context.insert(context.end(), a.begin(), a.end());
+                    pos += a.size();
+                });
         } else {
             const bool as_tree = kind == "sam-tree";
             s = testing::replay_record(
                 rec, [&](std::span<const token> p) { sam.begin(p); },
-                [&]() -> const draft::draft_tree<token>& { return as_tree ? sam.tree() : chain_tree(sam.chain()); },
-                [&](std::span<const token> a) { sam.accept(a); });
+                [&]() -> const draft::draft_tree<token>& { return as_tree ? sam.tree() : with_reuse(rec, sam.chain()); },
+                [&](std::span<const token> a) {
+                    sam.accept(a);
+                    pos += a.size();
+                });
             if (opt.history) history.add(rec.response);
         }
         by_category["all"].merge(s);
@@ -166,7 +202,8 @@ std::vector<record> draft_records(const std::vector<token_record>& data, const o
                           {"draft_us_p50", quantile(s.draft_us, 0.5)},
                           {"draft_us_p99", quantile(s.draft_us, 0.99)},
                           {"update_us_per_token", update_us},
-                          {"history_bytes", history_bytes}};
+                          {"history_bytes", history_bytes},
+                          {"reuse", opt.reuse && kind != "sam-tree" ? "on" : "off"}};
         };
         all.push_back(make("all", stats.at("all")));
         for (const auto& [category, s] : stats)
@@ -176,45 +213,84 @@ std::vector<record> draft_records(const std::vector<token_record>& data, const o
     return all;
 }
 
-// Per-step draft latency at a context of `n` tokens: the generated workload's responses
-// concatenated into one long stream (so the context keeps repeating itself, as a long
-// conversation does), then `steps` single-token steps.
-std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std::size_t steps, std::size_t max_draft) {
+// Per-step draft latency at a context of `n` tokens, in a decode loop's steady state. The
+// context is the first `n` tokens of one long stream (the generated workload's prompts and
+// responses concatenated, so it repeats itself as a long conversation does). The response
+// then copies spans of 16..64 tokens from random places of the text so far, each followed by
+// one new token: every size sees the same kind of steps (a match that has to be found again
+// after each new token, then long drafts), so the draft length is about the same at every
+// size and only the memory the drafter walks grows. Each drafter replays the response as
+// the simulator does (draft, accept the matching prefix plus the bonus token); only the
+// draft calls are timed, with the drafter warm from the previous steps. `sam-nobackoff` is
+// the chain drafter without the back-off sources (drafter_config::backoff).
+std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std::size_t response_tokens,
+                                    std::size_t max_draft) {
     std::vector<token> stream;
-    const std::size_t need = lengths.back() + steps;
+    const std::size_t need = lengths.back() + response_tokens;
     for (std::uint32_t seed = 1; stream.size() < need; ++seed)
         for (const auto& rec : generate_workload(64, seed)) {
             stream.insert(stream.end(), rec.prompt.begin(), rec.prompt.end());
             stream.insert(stream.end(), rec.response.begin(), rec.response.end());
         }
     std::vector<record> out;
-    using clock = std::chrono::steady_clock;
+    std::map<std::string, double> first_p50;
     for (std::size_t n : lengths) {
-        const std::span<const token> prefix(stream.data(), n);
-        draft::drafter<token> sam({.max_draft = max_draft});
-        const std::clock_t build_start = std::clock();  // CPU time, as update_us_per_token above
-        sam.begin(prefix);
-        const double build_us = 1e6 * double(std::clock() - build_start) / CLOCKS_PER_SEC;
-        clock::time_point t0;
-        std::vector<double> sam_us, pld_us;
-        std::vector<token> context(prefix.begin(), prefix.end());
-        std::size_t sink = 0;
-        for (std::size_t i = 0; i < steps; ++i) {
-            t0 = clock::now();
-            sink += sam.chain().size();
-            sam_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
-            sam.accept(stream[n + i]);
-            t0 = clock::now();
-            sink += draft::prompt_lookup_draft<token>(context, 3, max_draft).size();
-            pld_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
-            context.push_back(stream[n + i]);
+        token_record rec;
+        rec.prompt.assign(stream.begin(), stream.begin() + std::ptrdiff_t(n));
+        std::mt19937 rng(7);
+        std::vector<token> text = rec.prompt;
+        for (std::size_t fresh = lengths.back(); rec.response.size() < response_tokens; ++fresh) {
+            const std::size_t len = 16 + rng() % 49, from = rng() % (text.size() - len);
+            for (std::size_t i = 0; i < len; ++i) rec.response.push_back(text[from + i]);
+            rec.response.push_back(stream[fresh]);  // a token the text has not seen here
+            text.assign(rec.prompt.begin(), rec.prompt.end());
+            text.insert(text.end(), rec.response.begin(), rec.response.end());
         }
-        const double sam_p50 = quantile(sam_us, 0.5), pld_p50 = quantile(pld_us, 0.5);
-        out.push_back({{"drafter", "sam"}, {"context", n}, {"draft_us_p50", sam_p50},
-                       {"draft_us_p99", quantile(sam_us, 0.99)}, {"update_us_per_token", build_us / double(n)},
-                       {"pld_over_sam", pld_p50 / sam_p50}, {"drafted", sink}});
-        out.push_back({{"drafter", "pld"}, {"context", n}, {"draft_us_p50", pld_p50},
-                       {"draft_us_p99", quantile(pld_us, 0.99)}});
+        for (const std::string kind : {"sam", "sam-tree", "sam-nobackoff", "pld"}) {
+            draft::drafter<token> sam({.max_draft = max_draft, .backoff = kind != "sam-nobackoff"});
+            std::vector<token> context;
+            draft::draft_tree<token> tree;
+            replay_stats s;
+            double build_us = 0;
+            if (kind == "pld") {
+                s = testing::replay_record(
+                    rec, [&](std::span<const token> p) { context.assign(p.begin(), p.end()); },
+                    [&]() -> const draft::draft_tree<token>& {
+                        tree.clear();
+                        const auto chain = draft::prompt_lookup_draft<token>(context, 3, max_draft);
+                        for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
+                        return tree;
+                    },
+                    [&](std::span<const token> a) { context.insert(context.end(), a.begin(), a.end()); });
+            } else {
+                s = testing::replay_record(
+                    rec,
+                    [&](std::span<const token> p) {
+                        const std::clock_t start = std::clock();  // CPU time, as update_us_per_token above
+                        sam.begin(p);
+                        build_us = 1e6 * double(std::clock() - start) / CLOCKS_PER_SEC;
+                    },
+                    [&]() -> const draft::draft_tree<token>& {
+                        if (kind == "sam-tree") return sam.tree();
+                        tree.clear();
+                        const auto chain = sam.chain();
+                        for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
+                        return tree;
+                    },
+                    [&](std::span<const token> a) { sam.accept(a); });
+            }
+            const double p50 = quantile(s.draft_us, 0.5);
+            if (!first_p50.contains(kind)) first_p50[kind] = p50;
+            record r{{"drafter", kind},
+                     {"context", n},
+                     {"mat", s.mat()},
+                     {"drafted_per_step", double(s.drafted) / double(s.steps)},
+                     {"draft_us_p50", p50},
+                     {"draft_us_p99", quantile(s.draft_us, 0.99)},
+                     {"p50_over_smallest", p50 / first_p50[kind]}};
+            if (kind != "pld") r["update_us_per_token"] = build_us / double(n);
+            out.push_back(std::move(r));
+        }
     }
     return out;
 }
@@ -238,17 +314,25 @@ public:
         app.add_option("--history", history_, "on | off: draft also from earlier records' responses")
             ->check(CLI::IsMember({"on", "off"}))
             ->capture_default_str();
+        app.add_option("--backoff", backoff_, "on | off: sam drafters also draft from each match's back-off")
+            ->check(CLI::IsMember({"on", "off"}))
+            ->capture_default_str();
+        app.add_option("--reuse", reuse_, "on | off: draft reuse (CoordGen Eq. 3) for the chain drafters pld and sam")
+            ->check(CLI::IsMember({"on", "off"}))
+            ->capture_default_str();
         app.add_option("--records", records_, "generated workload size")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--seed", seed_, "generated workload seed")->capture_default_str();
         app.add_flag("--scaling", scaling_, "per-step draft latency at contexts of 1k..1M tokens, sam vs pld");
     }
     int run(result_sink& sink) override {
         if (scaling_) {
-            for (auto& r : scaling_records({1000, 4000, 16000, 32000, 128000, 512000, 1000000}, 300, opt_.max_draft))
+            for (auto& r : scaling_records({1000, 4000, 16000, 32000, 128000, 512000, 1000000}, 3000, opt_.max_draft))
                 sink.add(std::move(r));
             return 0;
         }
         opt_.history = history_ == "on";
+        opt_.backoff = backoff_ == "on";
+        opt_.reuse = reuse_ == "on";
         const auto data = data_.empty() ? generate_workload(records_, seed_) : testing::read_tok_file(data_);
         for (auto& r : draft_records(data, opt_)) sink.add(std::move(r));
         return 0;
@@ -271,17 +355,19 @@ public:
             "accepts the longest matching prefix (tree path) + 1 bonus token. MAT = response tokens / steps. "
             "K = 10, tree budget 64, history on (earlier records' responses). "
             "`frugal-bench draft --data FILE.tok --drafter all --max-draft 10 --tree-budget 64 --history on`; "
-            "scaling: `frugal-bench draft --scaling`.";
+            "Scaling (`frugal-bench draft --scaling`): a decode loop copying spans of a context of 1k..1M tokens; "
+            "p50 of the draft calls, p50_over_smallest = p50 / p50 at 1k; sam-nobackoff = sam without back-off sources.";
         s.records = draft_records(data, {});
         const std::vector<std::size_t> lengths = ctx.quick ? std::vector<std::size_t>{1000, 4000}
                                                            : std::vector<std::size_t>{1000, 4000, 16000, 32000, 128000,
                                                                                       512000, 1000000};
-        for (auto& r : scaling_records(lengths, ctx.quick ? 20 : 300, 10)) {
+        for (auto& r : scaling_records(lengths, ctx.quick ? 300 : 3000, 10)) {
             r["category"] = "scaling";
+            r.erase("mat");  // the MAT plot is per category of the simulator; scaling has its own
             s.records.push_back(std::move(r));
         }
         s.columns = {"drafter", "category", "context", "records", "mat", "accept_rate", "drafted_per_step",
-                     "draft_us_p50", "draft_us_p99", "update_us_per_token", "history_bytes"};
+                     "draft_us_p50", "draft_us_p99", "p50_over_smallest", "update_us_per_token", "history_bytes"};
         s.plots.push_back({.file = "draft_mat.png", .title = "Mean accepted tokens per step (K = 10)",
                            .x = "category", .y = "mat", .series = "drafter", .xlabel = "category",
                            .ylabel = "MAT (tokens / verification)", .kind = "bar"});
@@ -293,7 +379,7 @@ public:
     }
 
 private:
-    std::string data_, history_ = "on";
+    std::string data_, history_ = "on", backoff_ = "on", reuse_ = "off";
     options opt_;
     std::size_t records_ = 400;
     std::uint32_t seed_ = 1;

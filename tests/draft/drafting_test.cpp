@@ -144,6 +144,22 @@ TEST(Drafter, HistoryDraftsWhatTheContextLacks) {
     EXPECT_TRUE(d.chain().empty());  // a continuation never crosses into another document
 }
 
+TEST(Drafter, BackoffDraftsWhereTheLongestMatchEnds) {
+    // "1 2 3" ends a history document (nothing follows it); its back-off "2 3" was
+    // followed by 4 in the other document.
+    suffix_automaton<int> history;
+    history.append(std::vector<int>{1, 2, 3});
+    history.begin_document();
+    history.append(std::vector<int>{2, 3, 4});
+    drafter<int> with({.max_draft = 1}, &history);
+    with.begin(std::vector<int>{1, 2, 3});
+    EXPECT_EQ(with.history_match(), 3u);
+    EXPECT_EQ(v(with.chain()), (std::vector<int>{4}));
+    drafter<int> without({.max_draft = 1, .backoff = false}, &history);
+    without.begin(std::vector<int>{1, 2, 3});
+    EXPECT_TRUE(without.chain().empty());
+}
+
 TEST(Drafter, TreeIsValidAndEveryPathOccurred) {
     std::mt19937 rng(1);
     std::uniform_int_distribution<int> tok(0, 5);
@@ -279,6 +295,7 @@ TEST(DraftReuse, OfferedAtLeastOnceThenBoundedByTheThreshold) {
 
 namespace calibration_cases {
 using frugal::draft::calibrated_source;
+using frugal::draft::drafter;
 using frugal::draft::token_prediction;
 
 // Figure 9: "Clinton 's security detail has arrived at Des Moines".
@@ -307,6 +324,37 @@ TEST(Calibration, SampleAndSearchBuildsTheExpectedTree) {
     calibrated_source<int> small(context, preds, 3, {.max_depth = 2, .max_nodes = 3, .min_prob = 0.15f});
     EXPECT_EQ(small.tree(clinton).tokens, (std::vector<int>{arrived, at, in}));
     EXPECT_TRUE(cal.tree(been).empty());  // not in the context
+}
+
+TEST(Calibration, DrafterTreeMergesTheCalibratedTree) {
+    // The context ends with "Clinton" again: the automaton drafts "'s security detail"
+    // (its earlier continuation); the calibrated tree (above) comes first and the shared
+    // path "'s security" appears once, with "detail" below it.
+    const std::vector<int> sentence{clinton, s_, security, detail, has, arrived, at, des, moines};
+    const auto preds = figure9_predictions();
+    calibrated_source<int> cal(sentence, preds, 3, {.max_depth = 2, .max_nodes = 32, .min_prob = 0.15f});
+    std::vector<int> context = sentence;
+    context.insert(context.end(), {dot, clinton});
+    drafter<int> d({.max_draft = 3, .tree_budget = 12});
+    d.begin(context);
+    EXPECT_EQ(d.tree().tokens, (std::vector<int>{s_, security, detail}));
+    const auto& merged = d.tree(cal.tree(clinton));
+    EXPECT_EQ(merged.tokens, (std::vector<int>{arrived, at, in, has, arrived, been, s_, security, detail}));
+    EXPECT_EQ(merged.parents, (std::vector<std::int32_t>{-1, 0, 0, -1, 3, 3, -1, 6, 7}));
+    // A budget smaller than the calibrated tree keeps its first nodes (parents first).
+    drafter<int> small({.max_draft = 3, .tree_budget = 5});
+    small.begin(context);
+    const auto& cut = small.tree(cal.tree(clinton));
+    EXPECT_EQ(cut.tokens, (std::vector<int>{arrived, at, in, has, arrived}));
+    EXPECT_EQ(cut.parents, (std::vector<std::int32_t>{-1, 0, 0, -1, 3}));
+    // An empty extra tree gives the automaton's own tree.
+    EXPECT_EQ(d.tree(frugal::draft::draft_tree<int>{}).tokens, (std::vector<int>{s_, security, detail}));
+    frugal::draft::draft_tree<int> bad;
+    bad.tokens = {1, 2};
+    bad.parents = {-1, 1};  // a node cannot be its own parent
+    EXPECT_THROW((void)d.tree(bad), frugal::invalid_argument);
+    bad.parents = {-1};
+    EXPECT_THROW((void)d.tree(bad), frugal::invalid_argument);
 }
 
 TEST(Calibration, BadInput) {

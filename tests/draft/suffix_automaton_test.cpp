@@ -259,6 +259,86 @@ TEST(SuffixAutomaton, RepeatAcrossDocumentsMatchesOracle) {
     }
 }
 
+TEST(SuffixAutomaton, BatchAppendsAreExactAfterEveryBatch) {
+    // append(span) defers the end positions of a batch to one pass over the union of the
+    // suffix-link paths: after every batch (and every single append between them) counts,
+    // first/last ends and the repeat must equal the oracle's, on random, periodic and
+    // multi-document text.
+    std::mt19937 rng(31);
+    for (int alphabet : {1, 2, 3, 6}) {
+        std::uniform_int_distribution<int> tok(0, alphabet - 1), chunk(0, 9);
+        suffix_automaton<int> sam;
+        std::vector<std::vector<int>> docs(1);
+        for (int step = 0; step < 40; ++step) {
+            if (step % 13 == 12) {
+                sam.begin_document();
+                docs.emplace_back();
+            }
+            std::vector<int> batch(std::size_t(chunk(rng)));
+            for (std::size_t i = 0; i < batch.size(); ++i)  // periodic runs stress shared paths
+                batch[i] = step % 3 == 0 ? int(i % 2) : tok(rng);
+            if (step % 4 == 0 && !batch.empty()) {
+                for (int t : batch) sam.append(t);
+            } else {
+                sam.append(std::span<const int>(batch));
+            }
+            auto earlier = docs;  // the text before the batch's last token
+            docs.back().insert(docs.back().end(), batch.begin(), batch.end());
+            if (batch.empty()) continue;
+            earlier.back().insert(earlier.back().end(), batch.begin(), batch.end() - 1);
+            std::set<std::vector<int>> patterns;
+            for (const auto& d : docs)
+                for (std::size_t i = 0; i < d.size(); ++i)
+                    for (std::size_t len = 1; len <= 5 && i + len <= d.size(); ++len)
+                        patterns.emplace(d.begin() + std::ptrdiff_t(i), d.begin() + std::ptrdiff_t(i + len));
+            for (const auto& p : patterns) {
+                const auto ends = occurrences(docs, p);
+                const auto s = sam.find(p);
+                ASSERT_NE(s, no_state);
+                ASSERT_EQ(sam.count(s), ends.size()) << "step " << step;
+                ASSERT_EQ(sam.first_end(s), ends.front()) << "step " << step;
+                ASSERT_EQ(sam.last_end(s), ends.back()) << "step " << step;
+            }
+            const auto& doc = docs.back();
+            std::size_t want = 0;
+            for (std::size_t l = 1; l <= doc.size(); ++l) {
+                if (occurrences(earlier, std::vector<int>(doc.end() - std::ptrdiff_t(l), doc.end())).empty()) break;
+                want = l;
+            }
+            ASSERT_EQ(sam.repeat_length(), want) << "step " << step;
+            if (want > 0) {
+                EXPECT_EQ(sam.repeat_end(),
+                          occurrences(earlier, std::vector<int>(doc.end() - std::ptrdiff_t(want), doc.end())).back());
+            }
+        }
+    }
+}
+
+TEST(SuffixAutomaton, RepetitiveBatchesMatchOracle) {
+    // Periodic text makes suffix-link paths long (n / p states), which switches append(span)
+    // from per-token walks to the batched pass over their union.
+    for (int period : {1, 3}) {
+        std::vector<std::vector<int>> docs(1);
+        suffix_automaton<int> sam;
+        for (int chunk = 0; chunk < 8; ++chunk) {
+            std::vector<int> batch;
+            for (int i = 0; i < 45; ++i) batch.push_back(int(docs[0].size() + batch.size()) % period);
+            sam.append(std::span<const int>(batch));
+            docs[0].insert(docs[0].end(), batch.begin(), batch.end());
+        }
+        for (std::size_t len = 1; len <= docs[0].size(); len += 7)
+            for (int shift = 0; shift < period; ++shift) {
+                const std::vector<int> p(docs[0].begin() + shift, docs[0].begin() + shift + std::ptrdiff_t(len));
+                const auto ends = occurrences(docs, p);
+                const auto s = sam.find(p);
+                ASSERT_NE(s, no_state);
+                EXPECT_EQ(sam.count(s), ends.size()) << "period " << period << " length " << len;
+                EXPECT_EQ(sam.first_end(s), ends.front());
+                EXPECT_EQ(sam.last_end(s), ends.back());
+            }
+    }
+}
+
 TEST(SuffixAutomaton, RealTokenSequencesMatchOracle) {
     FRUGAL_SHARED_DATA_OR_SKIP(file, "drafting/specbench_vicuna7b.tok");
     const auto records = frugal::testing::read_tok_file(file, 6);

@@ -37,6 +37,11 @@ struct drafter_config {
     /// probability is spread over too many tokens to pay for scanning them (this keeps a
     /// step's cost independent of the vocabulary).
     std::size_t max_fanout = 64;
+    /// Also draft from each match's suffix-link back-off (the next shorter match, with more
+    /// occurrences). It adds 0.4% (chain) and 2.6% (tree) MAT on the bundled file; its states
+    /// are the frequent, scattered ones, so past the caches each step pays a few more
+    /// memory round trips (docs/drafting.md, scaling). Off: the step cost stays flat.
+    bool backoff = true;
     std::uint64_t vocab_size = 0;    ///< tokens must lie in [0, vocab_size); 0: any non-negative value
 };
 
@@ -52,7 +57,8 @@ struct drafter_config {
 /// counts there. `chain()` follows the most probable token up to `max_draft` deep while
 /// the path probability stays above `min_path_score`, so its length adapts to the
 /// evidence; `tree()` expands the most probable paths best-first within `tree_budget`
-/// nodes. Neither depends on the context length.
+/// nodes. Neither does work that grows with the context length (docs/drafting.md,
+/// scaling, says where the memory misses of a long context come from).
 /// @code
 /// frugal::draft::drafter<int> d({.max_draft = 8});
 /// d.begin(prompt);
@@ -96,7 +102,9 @@ public:
     /// drafter.accept(draft.first(result.accepted)); drafter.accept(result.bonus);
     /// @endcode
     void accept(std::span<const Token> tokens) {
-        for (Token t : tokens) accept(t);
+        for (Token t : tokens) check_token(t);
+        context_.append(tokens);  // one batch: shared suffix-link paths are updated once
+        if (history_ != nullptr) hist_matcher_.advance(tokens);
     }
     /// Appends one accepted token.
     void accept(Token token) {
@@ -139,24 +147,28 @@ public:
     /// @code
     /// const auto& t = drafter.tree();  // t.tokens, t.parents -> tree-attention mask
     /// @endcode
-    [[nodiscard]] const draft_tree<Token>& tree() {
-        tree_.clear();
-        heap_.clear();
-        auto push_children = [&](const cursor& at, std::int32_t parent, double score, std::size_t depth) {
-            expand(at, score, [&](Token token, double s, const cursor& next) {
-                heap_.push_back({s, parent, token, depth + 1, next});
-                std::push_heap(heap_.begin(), heap_.end());
-            });
-        };
-        push_children(root_cursor(), -1, 1.0, 0);
-        while (!heap_.empty() && tree_.size() < config_.tree_budget) {
-            std::pop_heap(heap_.begin(), heap_.end());
-            const candidate c = heap_.back();
-            heap_.pop_back();
-            const std::int32_t node = tree_.push(c.parent, c.token);
-            if (c.depth < config_.max_draft) push_children(c.next, node, c.score, c.depth);
+    [[nodiscard]] const draft_tree<Token>& tree() { return grow_tree(nullptr); }
+
+    /// A tree draft that also holds the nodes of `extra`, another source's tree rooted
+    /// after the last accepted token: CoordGen 3.3's calibrated tree
+    /// (`calibrated_source::tree(last token)`), or kept segments of draft reuse. `extra`'s
+    /// nodes come first (in its order, as many as `tree_budget` allows), then the
+    /// automaton's best-first expansion fills the rest of the budget; a path both sources
+    /// offer appears once, and the automaton keeps expanding below it.
+    /// @code
+    /// frugal::draft::calibrated_source<int> cal(prompt, prefill_topk, k);   // after the prefill
+    /// const auto& t = drafter.tree(cal.tree(last_token));
+    /// @endcode
+    [[nodiscard]] const draft_tree<Token>& tree(const draft_tree<Token>& extra) {
+        FRUGAL_CHECK(extra.parents.size() == extra.tokens.size(), "drafter::tree: extra tree has ",
+                     extra.tokens.size(), " tokens but ", extra.parents.size(), " parents");
+        for (std::size_t i = 0; i < extra.size(); ++i) {
+            FRUGAL_CHECK(extra.parents[i] >= -1 && extra.parents[i] < static_cast<std::int32_t>(i),
+                         "drafter::tree: extra node ", i, " has parent ", extra.parents[i],
+                         " (must be -1 or an earlier node)");
+            check_token(extra.tokens[i]);
         }
-        return tree_;
+        return grow_tree(&extra);
     }
 
     /// The context automaton (prompt plus accepted tokens).
@@ -193,7 +205,7 @@ private:
         const std::uint32_t lh = history_ != nullptr ? hist_matcher_.length() : 0;
         if (lc >= config_.min_match && lc + config_.match_margin >= lh) root.state[0] = context_.repeat_state();
         if (lh >= config_.min_match && lh + config_.match_margin >= lc) root.state[1] = hist_matcher_.state();
-        for (std::size_t i = 2; i < sources; ++i) {
+        for (std::size_t i = 2; i < sources && config_.backoff; ++i) {
             if (root.state[i - 2] == no_state) continue;
             const state_id up = source(i).link(root.state[i - 2]);
             if (source(i).length(up) >= config_.min_match) root.state[i] = up;
@@ -235,6 +247,51 @@ private:
         }
     }
 
+    // The node under `parent` (-1: the root) holding `token`, added if absent (first_child_
+    // and next_sibling_ thread each node's children, so a lookup scans siblings only).
+    std::int32_t child(std::int32_t parent, Token token) {
+        auto head = [&]() -> std::int32_t& {
+            return parent < 0 ? root_child_ : first_child_[static_cast<std::size_t>(parent)];
+        };
+        for (std::int32_t n = head(); n >= 0; n = next_sibling_[static_cast<std::size_t>(n)])
+            if (tree_.tokens[static_cast<std::size_t>(n)] == token) return n;
+        const std::int32_t node = tree_.push(parent, token);
+        first_child_.push_back(-1);
+        next_sibling_.push_back(head());
+        head() = node;
+        return node;
+    }
+
+    const draft_tree<Token>& grow_tree(const draft_tree<Token>* extra) {
+        tree_.clear();
+        heap_.clear();
+        first_child_.clear();
+        next_sibling_.clear();
+        root_child_ = -1;
+        if (extra != nullptr) {
+            extra_node_.assign(extra->size(), -1);
+            for (std::size_t i = 0; i < extra->size() && tree_.size() < config_.tree_budget; ++i) {
+                const std::int32_t p = extra->parents[i];
+                extra_node_[i] = child(p < 0 ? -1 : extra_node_[static_cast<std::size_t>(p)], extra->tokens[i]);
+            }
+        }
+        auto push_children = [&](const cursor& at, std::int32_t parent, double score, std::size_t depth) {
+            expand(at, score, [&](Token token, double s, const cursor& next) {
+                heap_.push_back({s, parent, token, depth + 1, next});
+                std::push_heap(heap_.begin(), heap_.end());
+            });
+        };
+        push_children(root_cursor(), -1, 1.0, 0);
+        while (!heap_.empty() && tree_.size() < config_.tree_budget) {
+            std::pop_heap(heap_.begin(), heap_.end());
+            const candidate c = heap_.back();
+            heap_.pop_back();
+            const std::int32_t node = child(c.parent, c.token);
+            if (c.depth < config_.max_draft) push_children(c.next, node, c.score, c.depth);
+        }
+        return tree_;
+    }
+
     void check_token(Token token) const {
         if constexpr (std::signed_integral<Token>)
             FRUGAL_CHECK_AS(frugal::out_of_range, token >= 0, "drafter: negative token ", token);
@@ -250,6 +307,8 @@ private:
     std::vector<Token> chain_;
     draft_tree<Token> tree_;
     std::vector<candidate> heap_;
+    std::vector<std::int32_t> first_child_, next_sibling_, extra_node_;  // tree(): node links
+    std::int32_t root_child_ = -1;
 };
 
 }  // namespace frugal::draft

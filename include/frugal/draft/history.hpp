@@ -11,11 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
+#include <system_error>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include <boost/interprocess/file_mapping.hpp>
+#include <boost/interprocess/mapped_region.hpp>
 
 #include "frugal/core/error.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
@@ -36,8 +39,10 @@ namespace frugal::draft {
 /// signedness, u64 max_tokens, u64 document count, u64 token count, the document start
 /// offsets (u64 each), the tokens (raw Token values), and a 64-bit FNV-1a checksum of
 /// everything before it. Only the tokens are stored (4 bytes a token for int32 against
-/// ~60 for the automaton); `load` rebuilds the automaton in linear time. A missing,
-/// truncated or corrupted file throws `frugal::runtime_error` naming the problem.
+/// ~64 for the automaton); `load` maps the file read-only (Boost.Interprocess), validates
+/// it in place and rebuilds the automaton from the mapped tokens in linear time, without
+/// copying the file. A missing, truncated or corrupted file throws `frugal::runtime_error`
+/// naming the problem.
 /// @code
 /// frugal::draft::history_store<int> history(1 << 20);
 /// history.add(response);                        // after each request
@@ -105,22 +110,36 @@ public:
         if (!out) FRUGAL_FAIL(frugal::runtime_error, "history: write to ", path.string(), " failed");
     }
 
-    /// Reads a history written by `save`; a missing, truncated or corrupted file, or one
-    /// written for another token type, throws frugal::runtime_error.
+    /// Reads a history written by `save` through a read-only memory map; a missing,
+    /// truncated or corrupted file, or one written for another token type, throws
+    /// frugal::runtime_error.
     /// @code
     /// auto history = frugal::draft::history_store<int>::load("history.bin");
     /// @endcode
     [[nodiscard]] static history_store load(const std::filesystem::path& path) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", path.string());
-        const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         const std::string name = path.string();
+        std::error_code ec;
+        const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
+        if (ec) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", name, ": ", ec.message());
+        if (file_size == 0)
+            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: the file is empty");
+        // The file is read in place through a read-only mapping: validated there, and the
+        // automaton is rebuilt straight from the mapped tokens (no copy of the file).
+        boost::interprocess::mapped_region region;
+        try {
+            const boost::interprocess::file_mapping file(name.c_str(), boost::interprocess::read_only);
+            region = boost::interprocess::mapped_region(file, boost::interprocess::read_only);
+        } catch (const boost::interprocess::interprocess_exception& e) {
+            FRUGAL_FAIL(frugal::runtime_error, "history: cannot map ", name, ": ", e.what());
+        }
+        const std::span<const unsigned char> bytes(static_cast<const unsigned char*>(region.get_address()),
+                                                   region.get_size());
         std::size_t at = 0;
         auto take = [&](void* dst, std::size_t n, const char* what) {
             if (bytes.size() - at < n)
                 FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: ", what, " needs ", n,
                             " bytes at offset ", at, ", the file has ", bytes.size());
-            if (n > 0) std::memcpy(dst, bytes.data() + at, n);  // dst may be null when n == 0
+            std::memcpy(dst, bytes.data() + at, n);
             at += n;
         };
         char m[sizeof magic];
@@ -149,24 +168,28 @@ public:
                         bytes.size() < need ? "truncated" : "corrupt", ": ", bytes.size(), " bytes, expected ", need);
         std::uint64_t stored = 0;
         std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
-        if (stored != fnv1a(std::span(bytes).first(bytes.size() - 8)))
+        if (stored != fnv1a(bytes.first(bytes.size() - 8)))
             FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: checksum mismatch");
-        std::vector<std::uint64_t> starts(docs);
-        take(starts.data(), docs * 8, "the document offsets");
-        std::vector<Token> text(tokens);
-        take(text.data(), tokens * sizeof(Token), "the tokens");
-        for (std::uint64_t d = 0; d < docs; ++d) {
-            const std::uint64_t stop = d + 1 < docs ? starts[d + 1] : tokens;
-            if (starts[d] >= stop || stop > tokens || (d == 0 && starts[0] != 0))
+        const std::size_t starts_at = at, tokens_at = at + docs * 8;
+        auto start = [&](std::uint64_t d) {
+            if (d == docs) return tokens;
+            std::uint64_t v = 0;
+            std::memcpy(&v, bytes.data() + starts_at + d * 8, 8);
+            return v;
+        };
+        for (std::uint64_t d = 0; d < docs; ++d)
+            if (start(d) >= start(d + 1) || start(d + 1) > tokens || (d == 0 && start(0) != 0))
                 FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: document ", d,
-                            " spans [", starts[d], ", ", stop, ")");
-        }
+                            " spans [", start(d), ", ", start(d + 1), ")");
+        // The tokens start at 48 + 8 * documents bytes into a page-aligned mapping, so they
+        // are aligned for any token of at most 8 bytes.
+        static_assert(sizeof(Token) <= 8);
+        const std::span<const Token> text(reinterpret_cast<const Token*>(bytes.data() + tokens_at), tokens);
         history_store h(max_tokens);
         h.sam_.reserve(tokens);
         for (std::uint64_t d = 0; d < docs; ++d) {
-            const std::uint64_t stop = d + 1 < docs ? starts[d + 1] : tokens;
             h.sam_.begin_document();
-            h.sam_.append(std::span<const Token>(text).subspan(starts[d], stop - starts[d]));
+            h.sam_.append(text.subspan(start(d), start(d + 1) - start(d)));
         }
         return h;
     }

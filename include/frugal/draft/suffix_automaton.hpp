@@ -10,11 +10,10 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include <boost/container/flat_map.hpp>
-#include <boost/container/small_vector.hpp>
 
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
@@ -37,9 +36,10 @@ inline constexpr std::uint32_t no_position = std::numeric_limits<std::uint32_t>:
 /// most recent or the most frequent continuation (CoordGen 4.1; SAM-Decoding).
 ///
 /// The text may be split into documents (`begin_document()`, a generalized automaton):
-/// no substring crosses a boundary. Transitions are a flat sorted map stored inline for up
-/// to two edges (Boost.Container), so a state is one allocation-free record in the common
-/// case.
+/// no substring crosses a boundary. A state is one cache-line record holding its scalars
+/// and, inline, its first few transitions (sorted by token); a state with more spills
+/// them to a sorted array of its own. A walk over states reads one line per state, and
+/// the records are trivially copyable, so growing the state array is a memcpy.
 ///
 /// Complexity: the automaton itself is amortized O(1) per `append` (at most 2n states,
 /// 3n transitions). Keeping `count` and `last_end` exact online means adding the new end
@@ -47,7 +47,8 @@ inline constexpr std::uint32_t no_position = std::numeric_limits<std::uint32_t>:
 /// where d is the number of distinct endpos classes among the text's suffixes, at most
 /// two more than the length of the longest suffix that occurred before. On natural
 /// text d is a small constant (measured by `frugal-bench draft`); on periodic text of
-/// period p it grows as n / p, so O(n^2 / p) total in the worst case.
+/// period p it grows as n / p. `append(span)` then adds a batch's end positions in one
+/// pass over the union of their paths, O(B + n / p) for B tokens instead of O(B n / p).
 /// @code
 /// frugal::draft::suffix_automaton<int> sam;
 /// sam.append(std::vector<int>{5, 7, 5, 7, 9});
@@ -58,10 +59,6 @@ template <std::integral Token>
 class suffix_automaton {
 public:
     using token_type = Token;
-    /// Transition map of one state: token -> target, sorted, two edges inline.
-    using transition_map =
-        boost::container::flat_map<Token, state_id, std::less<Token>,
-                                   boost::container::small_vector<std::pair<Token, state_id>, 2>>;
 
     /// The root state (the empty string).
     static constexpr state_id root = 0;
@@ -72,13 +69,12 @@ public:
     /// Removes every token and state.
     void clear() {
         meta_.clear();
-        next_.clear();
+        spill_.clear();
         text_.clear();
         documents_.assign(1, 0);
         for (Token t : root_tokens_) root_dense_[static_cast<std::size_t>(t)] = no_state;
         root_tokens_.clear();
         meta_.push_back(node{});
-        next_.emplace_back();
         last_ = root;
         repeat_ = root;
         repeat_end_ = no_position;
@@ -88,7 +84,6 @@ public:
     void reserve(std::size_t tokens) {
         text_.reserve(tokens);
         meta_.reserve(2 * tokens + 1);
-        next_.reserve(2 * tokens + 1);
     }
 
     /// Starts a new document: later substrings never span the boundary.
@@ -102,49 +97,34 @@ public:
         repeat_end_ = no_position;
     }
 
-    /// Appends one token; amortized O(1) plus the endpos update described above.
+    /// Appends one token: amortized O(1) for the automaton, plus O(d) to add the new end
+    /// position to the d states on its suffix-link path (see the class comment).
     /// @code
     /// for (int t : accepted) sam.append(t);
     /// @endcode
-    void append(Token token) {
-        FRUGAL_CHECK_AS(frugal::out_of_range, text_.size() < max_tokens,
-                        "suffix_automaton: text would exceed ", max_tokens, " tokens");
-        const auto pos = static_cast<std::uint32_t>(text_.size());
-        text_.push_back(token);
-        state_id p = last_;
-        state_id cur;
-        state_id q = next(p, token);
-        if (q != no_state) {
-            // Generalized automaton: the string already occurs in an earlier document.
-            cur = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
-            repeat_ = cur;
-        } else {
-            cur = new_state(meta_[p].length + 1, pos);
-            while (p != no_state && (q = next(p, token)) == no_state) {
-                add_transition(p, token, cur);
-                p = meta_[p].link;
-            }
-            if (p == no_state) {
-                meta_[cur].link = root;
-            } else {
-                meta_[cur].link = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
-            }
-            repeat_ = meta_[cur].link;
-        }
-        repeat_end_ = repeat_ == root ? no_position : meta_[repeat_].last_end;  // before the walk below adds this position
-        last_ = cur;
-        for (state_id s = cur; s != no_state; s = meta_[s].link) {
-            ++meta_[s].count;
-            meta_[s].last_end = pos;
-        }
-    }
+    void append(Token token) { (void)add_end(extend(token)); }
 
-    /// Appends every token of `tokens` in order.
+    /// Appends every token of `tokens` in order; counts and end positions are exact when it
+    /// returns. Each token's end position is added by a walk up its suffix-link path, as
+    /// `append(token)` does, until a walk is longer than `long_walk` states (repetitive
+    /// text, whose paths grow with the text: on a period-p text they hold n / p states);
+    /// from there the batch's end positions are added in one pass over the union of their
+    /// paths (each state once), so such a batch costs O(n / p) rather than O(n / p) per token.
     /// @code
     /// sam.append(std::span<const int>(prompt));
     /// @endcode
     void append(std::span<const Token> tokens) {
-        for (Token t : tokens) append(t);
+        if (tokens.empty()) return;
+        pending_.clear();
+        for (Token t : tokens.first(tokens.size() - 1)) {
+            const state_id cur = extend(t);
+            if (!pending_.empty() || add_end(cur) > long_walk) pending_.push_back(cur);
+        }
+        if (!pending_.empty()) {  // the first entry's walk is done: keep it out of the pass
+            pending_.erase(pending_.begin());
+            flush();
+        }
+        append(tokens.back());  // the last one walks, so that repeat_end() sees the others
     }
 
     /// Target of the transition from `s` by `token`, or `no_state`.
@@ -157,9 +137,15 @@ public:
             const auto i = static_cast<std::size_t>(token);
             return i < root_dense_.size() ? root_dense_[i] : no_state;
         }
-        const auto& map = next_[s];
-        const auto it = map.find(token);
-        return it == map.end() ? no_state : it->second;
+        const node& n = meta_[s];
+        const edge* e = edges_of(n);
+        if (n.edges <= inline_edges) {  // a short sorted run: a linear scan
+            for (std::uint32_t i = 0; i < n.edges; ++i)
+                if (e[i].token == token) return e[i].target;
+            return no_state;
+        }
+        const edge* it = std::lower_bound(e, e + n.edges, token, [](const edge& a, Token t) { return a.token < t; });
+        return it != e + n.edges && it->token == token ? it->target : no_state;
     }
 
     /// The state of `pattern`, or `no_state` when it does not occur.
@@ -194,11 +180,13 @@ public:
     void for_each_transition(state_id s, Fn&& fn) const {
         if (s == root)
             for (Token t : root_tokens_) fn(t, root_dense_[static_cast<std::size_t>(t)]);
-        for (const auto& [t, target] : transition_map_of(s)) fn(t, target);
+        const node& n = at(s);
+        const edge* e = edges_of(n);
+        for (std::uint32_t i = 0; i < n.edges; ++i) fn(e[i].token, e[i].target);
     }
     /// Number of outgoing transitions of `s`.
     [[nodiscard]] std::size_t transition_count(state_id s) const {
-        return transition_map_of(s).size() + (s == root ? root_tokens_.size() : 0);
+        return at(s).edges + (s == root ? root_tokens_.size() : 0);
     }
 
     /// The longest suffix of the current document that also ends earlier (the suffix link
@@ -240,12 +228,10 @@ public:
 
     /// Approximate heap bytes held (states, transitions spilled to the heap, text).
     [[nodiscard]] std::size_t memory_bytes() const noexcept {
-        std::size_t bytes = meta_.capacity() * sizeof(node) + next_.capacity() * sizeof(transition_map) +
-                            text_.capacity() * sizeof(Token) +
-                            documents_.capacity() * sizeof(std::uint32_t) +
+        std::size_t bytes = meta_.capacity() * sizeof(node) + spill_.capacity() * sizeof(std::vector<edge>) +
+                            text_.capacity() * sizeof(Token) + documents_.capacity() * sizeof(std::uint32_t) +
                             root_dense_.capacity() * sizeof(state_id) + root_tokens_.capacity() * sizeof(Token);
-        for (const transition_map& m : next_)
-            if (m.capacity() > 2) bytes += m.capacity() * sizeof(std::pair<Token, state_id>);
+        for (const auto& v : spill_) bytes += v.capacity() * sizeof(edge);
         return bytes;
     }
 
@@ -253,15 +239,34 @@ public:
     static constexpr std::size_t max_tokens = (std::numeric_limits<state_id>::max() - 2) / 2;
 
 private:
-    // Per-state scalars, kept apart from the transition maps so the suffix-link walks of
-    // append() and of the matcher touch 20 bytes per state.
+    struct edge {
+        Token token;
+        state_id target;
+    };
+    // As many transitions inline as fit a 64-byte record next to the 32 bytes of scalars
+    // (4 for 32-bit tokens); most states have one or two. A hand-written record rather
+    // than a boost::container::small_vector member: that kept the transitions in a second
+    // array (two cache misses per state visited) and made growing the arrays an
+    // element-by-element move.
+    static constexpr std::uint32_t inline_edges =
+        std::max<std::uint32_t>(1, static_cast<std::uint32_t>((64 - 8 * sizeof(std::uint32_t)) / sizeof(edge)));
     struct node {
         std::uint32_t length = 0;
         state_id link = no_state;
         std::uint32_t count = 0;
         std::uint32_t first_end = no_position;
         std::uint32_t last_end = no_position;
+        std::uint32_t edges = 0;           // number of transitions
+        std::uint32_t spill = no_position; // index into spill_ once edges > inline_edges
+        std::uint32_t scratch = 0;         // flush(): 0 unmarked, else 1 + pending end positions below
+        edge inline_edge[inline_edges];
     };
+    static_assert(std::is_trivially_copyable_v<node>);
+
+    const edge* edges_of(const node& n) const noexcept {
+        return n.edges <= inline_edges ? n.inline_edge : spill_[n.spill].data();
+    }
+    edge* edges_of(node& n) noexcept { return n.edges <= inline_edges ? n.inline_edge : spill_[n.spill].data(); }
 
     // The root's transitions are the whole vocabulary; a sorted array would make each new
     // token an O(vocabulary) insertion, so tokens in [0, dense_limit) index a dense table.
@@ -280,14 +285,127 @@ private:
             root_tokens_.push_back(token);
             return;
         }
-        next_[s].emplace(token, target);
+        node& n = meta_[s];
+        if (n.edges == inline_edges) {  // spill: the inline run moves to an array of its own
+            if (n.spill == no_position) {
+                n.spill = static_cast<std::uint32_t>(spill_.size());
+                spill_.emplace_back();
+            }
+            spill_[n.spill].assign(n.inline_edge, n.inline_edge + inline_edges);
+        }
+        edge* e;
+        if (n.edges >= inline_edges) {
+            auto& v = spill_[n.spill];
+            v.push_back({});
+            e = v.data();
+        } else {
+            e = n.inline_edge;
+        }
+        std::uint32_t i = n.edges;  // insertion sort step: transitions stay sorted by token
+        for (; i > 0 && token < e[i - 1].token; --i) e[i] = e[i - 1];
+        e[i] = {token, target};
+        ++n.edges;
     }
     void set_transition(state_id s, Token token, state_id target) {
         if (s == root && dense(token)) {
             root_dense_[static_cast<std::size_t>(token)] = target;
             return;
         }
-        next_[s].find(token)->second = target;
+        node& n = meta_[s];
+        edge* e = edges_of(n);
+        for (std::uint32_t i = 0; i < n.edges; ++i)
+            if (e[i].token == token) {
+                e[i].target = target;
+                return;
+            }
+    }
+
+    // A walk longer than this switches append(span) to the batched pass (natural text
+    // walks a handful of states; the batched pass costs more per state it visits).
+    static constexpr std::size_t long_walk = 64;
+
+    // Adds the end position of the newest prefix state `cur` to every state on its
+    // suffix-link path; returns how many states that was.
+    std::size_t add_end(state_id cur) {
+        const std::uint32_t pos = meta_[cur].last_end;
+        std::size_t walked = 0;
+        for (state_id s = cur; s != no_state; s = meta_[s].link, ++walked) {
+            ++meta_[s].count;
+            meta_[s].last_end = pos;
+        }
+        return walked;
+    }
+
+    // The automaton part of append: adds the token's states and transitions, sets the
+    // repeat match, and returns the state of the new prefix (whose end position the caller
+    // adds to its suffix-link path), with last_end already the new position.
+    state_id extend(Token token) {
+        FRUGAL_CHECK_AS(frugal::out_of_range, text_.size() < max_tokens,
+                        "suffix_automaton: text would exceed ", max_tokens, " tokens");
+        const auto pos = static_cast<std::uint32_t>(text_.size());
+        text_.push_back(token);
+        state_id p = last_;
+        state_id cur;
+        state_id q = next(p, token);
+        if (q != no_state) {
+            // Generalized automaton: the string already occurs in an earlier document.
+            cur = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
+            repeat_ = cur;
+        } else {
+            cur = new_state(meta_[p].length + 1, pos);
+            while (p != no_state && (q = next(p, token)) == no_state) {
+                add_transition(p, token, cur);
+                p = meta_[p].link;
+            }
+            if (p == no_state) {
+                meta_[cur].link = root;
+            } else {
+                meta_[cur].link = meta_[q].length == meta_[p].length + 1 ? q : split(p, q, token);
+            }
+            repeat_ = meta_[cur].link;
+        }
+        repeat_end_ = repeat_ == root ? no_position : meta_[repeat_].last_end;  // before cur's position is added
+        meta_[cur].last_end = pos;  // cur may be an older state (an earlier document's)
+        last_ = cur;
+        return cur;
+    }
+
+    // Adds the end positions of the prefix states in pending_ (one per position of one
+    // document, so their lengths increase) to every state on their suffix-link paths,
+    // visiting each state of the union of the paths once. Each pending state starts a
+    // segment that climbs its path until a state already marked (scratch = 1 + the end
+    // positions below it still to pass up). A later segment can only join an earlier one
+    // (a pending state's ancestors are shorter, so older), so running the segments from
+    // the last to the first, each bottom-up, reaches every state after all its children:
+    // its count and last_end are final and passed to its link.
+    void flush() {
+        if (pending_.empty()) return;
+        union_.clear();
+        segments_.clear();
+        for (state_id v : pending_) meta_[v].scratch = 2;
+        for (state_id v : pending_) {
+            FRUGAL_ASSERT(segments_.empty() || meta_[v].length > meta_[union_[segments_.back()]].length);
+            segments_.push_back(static_cast<std::uint32_t>(union_.size()));
+            union_.push_back(v);
+            for (state_id y = meta_[v].link; y != root && meta_[y].scratch == 0; y = meta_[y].link) {
+                meta_[y].scratch = 1;
+                union_.push_back(y);
+            }
+        }
+        for (std::size_t k = segments_.size(); k-- > 0;) {
+            const std::size_t stop = k + 1 < segments_.size() ? segments_[k + 1] : union_.size();
+            for (std::size_t i = segments_[k]; i < stop; ++i) {
+                node& n = meta_[union_[i]];
+                const std::uint32_t add = n.scratch - 1;
+                n.scratch = 0;
+                n.count += add;
+                node& up = meta_[n.link];
+                if (n.link != root) up.scratch += add;
+                up.last_end = up.last_end == no_position ? n.last_end : std::max(up.last_end, n.last_end);
+            }
+        }
+        meta_[root].count += static_cast<std::uint32_t>(pending_.size());  // the root counts every position
+        pending_.clear();
     }
 
     const node& at(state_id s) const {
@@ -296,18 +414,12 @@ private:
         return meta_[s];
     }
 
-    const transition_map& transition_map_of(state_id s) const {
-        (void)at(s);
-        return next_[s];
-    }
-
     state_id new_state(std::uint32_t length, std::uint32_t end) {
         node n;
         n.length = length;
         n.first_end = end;
         n.last_end = end;
         meta_.push_back(n);
-        next_.emplace_back();
         return static_cast<state_id>(meta_.size() - 1);
     }
 
@@ -318,8 +430,13 @@ private:
         const state_id clone = static_cast<state_id>(meta_.size());
         node copy = meta_[q];
         copy.length = meta_[p].length + 1;
+        if (copy.edges > inline_edges) {  // the clone gets its own copy of q's spilled transitions
+            copy.spill = static_cast<std::uint32_t>(spill_.size());
+            spill_.push_back(spill_[meta_[q].spill]);
+        } else {
+            copy.spill = no_position;
+        }
         meta_.push_back(copy);
-        next_.push_back(next_[q]);
         while (p != no_state && next(p, token) == q) {
             set_transition(p, token, clone);
             p = meta_[p].link;
@@ -329,11 +446,14 @@ private:
     }
 
     std::vector<node> meta_;
-    std::vector<transition_map> next_;
+    std::vector<std::vector<edge>> spill_;  // transitions of the states with more than inline_edges
     std::vector<Token> text_;
     std::vector<std::uint32_t> documents_;
     std::vector<state_id> root_dense_;  // root transitions of tokens in [0, dense_limit)
     std::vector<Token> root_tokens_;    // the tokens with a dense root transition, in arrival order
+    std::vector<state_id> pending_;     // append(span): prefix states whose end position awaits flush()
+    std::vector<state_id> union_;       // flush(): the states of their paths, segment by segment
+    std::vector<std::uint32_t> segments_;  // flush(): where each pending state's segment starts
     state_id last_ = root;
     state_id repeat_ = root;
     std::uint32_t repeat_end_ = no_position;
