@@ -196,8 +196,9 @@ public:
     }
 
 private:
-    /// Entries read past the end of the tables by the fixed four-wide row search.
-    static constexpr std::size_t pad = 4;
+    /// Entries read past the end of the tables by the fixed-width search of short ranges
+    /// (8 measured fastest here: 4 and 16 were slower on n = 1000).
+    static constexpr std::size_t pad = 8;
 
     void check_k(std::size_t k) const {
         FRUGAL_CHECK(n_ > 0, "kmeans1d: fit() has not been called");
@@ -311,7 +312,7 @@ private:
 
     /// Row k of the DP for ends imin..imax, whose optimal last-cluster start lies in jmin..jmax.
     void fill_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
-        if (imin > imax) return;
+        FRUGAL_ASSERT(imin <= imax);
         if (jmin == jmax) {  // the monotone argmin pins every end of the stretch to jmin
             const double g = gain_[jmin], s = sum_[jmin];
             for (std::size_t i = imin; i <= imax; ++i) {
@@ -326,7 +327,7 @@ private:
         row_minimum(k, i, jmin, std::min(jmax, i));
         const std::size_t arg = split_[k * n_ + i];
         if (i > imin) fill_row(k, imin, i - 1, jmin, arg);
-        fill_row(k, i + 1, imax, arg, jmax);
+        if (i < imax) fill_row(k, i + 1, imax, arg, jmax);
     }
 
     std::size_t n_ = 0, k_max_ = 0, recip_n_ = 0;
