@@ -150,6 +150,44 @@ TEST(Kmeans1d, MatchesQuadraticDynamicProgrammeOnLargerPools) {
     }
 }
 
+TEST(Kmeans1d, TwoClustersOfALargePoolMatchWelfordSplits) {
+    // k = 2 over 6000 points: the single row minimum spans every split (the long-range path);
+    // the oracle scans all splits with Welford's running mean and M2 from both ends.
+    std::mt19937 rng(9);
+    std::normal_distribution<double> normal;
+    std::vector<double> x(6000);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0 ? 5.0 : 0.0) + normal(rng);
+    std::vector<double> sorted = x;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t n = sorted.size();
+    std::vector<double> left(n + 1, 0.0), right(n + 1, 0.0);  // SSE of the first / last m points
+    double mean = 0.0, m2 = 0.0;
+    for (std::size_t m = 1; m <= n; ++m) {
+        const double d = sorted[m - 1] - mean;
+        mean += d / double(m);
+        m2 += d * (sorted[m - 1] - mean);
+        left[m] = m2;
+    }
+    mean = m2 = 0.0;
+    for (std::size_t m = 1; m <= n; ++m) {
+        const double d = sorted[n - m] - mean;
+        mean += d / double(m);
+        m2 += d * (sorted[n - m] - mean);
+        right[m] = m2;
+    }
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t m = 1; m < n; ++m) best = std::min(best, left[m] + right[n - m]);
+    kmeans1d km;
+    km.fit(std::span<const double>(x), 2);
+    EXPECT_NEAR(km.sse(1), left[n], 1e-9 * left[n]);
+    EXPECT_NEAR(km.sse(2), best, 1e-9 * left[n]);
+    EXPECT_NEAR(km.clustering(2).sse, best, 1e-9 * left[n]);  // the split, not only its cost
+    km.fit(std::span<const double>(x), 3);  // row 2 solved at every end, long ranges on top
+    EXPECT_NEAR(km.sse(2), best, 1e-9 * left[n]);
+    EXPECT_NEAR(km.clustering(2).sse, best, 1e-9 * left[n]);
+    EXPECT_LE(km.sse(3), km.sse(2));
+}
+
 TEST(Kmeans1d, NeverWorseThanLloydWithTenRestarts) {
     std::mt19937 rng(11);
     std::normal_distribution<double> normal;

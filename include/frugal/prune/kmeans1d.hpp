@@ -198,7 +198,7 @@ public:
 private:
     /// Entries read past the end of the tables by the fixed-width search of short ranges
     /// (8 measured fastest here: 4 and 16 were slower on n = 1000).
-    static constexpr std::size_t pad = 8;
+    static constexpr std::size_t pad = 4;
 
     void check_k(std::size_t k) const {
         FRUGAL_CHECK(n_ > 0, "kmeans1d: fit() has not been called");
@@ -275,9 +275,16 @@ private:
         return v > 0.0 ? v : 0.0;
     }
 
-    /// D[k][i] and its largest optimal split over last-cluster starts lo..hi (hi <= i).
-    /// Candidate costs are compared as the bits of non-negative doubles (ordered like the
-    /// values), which lets the compiler vectorise the minimum without -ffast-math.
+    /// D[k][i] and its optimal split over last-cluster starts lo..hi (hi <= i), the largest
+    /// one on ties. Candidate costs are compared as integers, the bits of a non-negative
+    /// double ordering like its value, so the minimum vectorises without -ffast-math; lanes
+    /// past `hi` are masked (not skipped by a conditional, which the compiler turns into a
+    /// branch per lane), so loops run whole vectors and never a scalar remainder: on fresh
+    /// data the remainders' unpredictable branches cost more than the arithmetic. Ranges of
+    /// up to 4092 candidates also pack the candidate's rank from the end into the lowest 12
+    /// mantissa bits, so one pass yields minimum and position; the winner's cost is then
+    /// recomputed in full. A candidate within 2^-40 (relative) of the best may win instead
+    /// of it: far below the rounding of the prefix-sum costs themselves.
     void row_minimum(std::size_t k, std::size_t i, std::size_t lo, std::size_t hi) {
         FRUGAL_ASSERT(k <= lo && lo <= hi && hi <= i);
         const double si = sum_[i + 1], qi = sumsq_[i + 1];
@@ -286,25 +293,42 @@ private:
         const double* r = recip_.data() + (n_ - 1 - i) + lo;  // r[t] = 1 / (i - lo - t + 1)
         const std::size_t last = hi - lo;
         constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max();
+        constexpr std::int64_t rank_bits = (std::int64_t{1} << 12) - 1;
         std::int64_t best = none;
         std::size_t arg = 0;
-        if (last < pad) {  // short ranges (most of them): a fixed, branch-free window
+        if (last < pad) {  // most ranges: one vector, unrolled
+            std::int64_t keys[pad];
             for (std::size_t t = 0; t < pad; ++t) {
                 const double d = si - s[t];
                 const double v = (qi + g[t]) - d * d * r[t];
-                const std::int64_t key = t <= last ? std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0) : none;
-                arg = key <= best ? t : arg;
-                best = key <= best ? key : best;
+                const std::int64_t past = -static_cast<std::int64_t>(t > last);
+                keys[t] = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0) | (past & none);
             }
-        } else {
-            std::int64_t* keys = keys_scratch_.data();
-            for (std::size_t t = 0; t <= last; ++t) {
+            for (std::size_t t = 0; t < pad; ++t) best = keys[t] < best ? keys[t] : best;
+            for (std::size_t t = 0; t < pad; ++t) arg = keys[t] == best ? t : arg;
+        } else if (const std::size_t count = (last + pad) / pad * pad; count <= static_cast<std::size_t>(rank_bits)) {
+            for (std::size_t t = 0; t < count; ++t) {
                 const double d = si - s[t];
                 const double v = (qi + g[t]) - d * d * r[t];
-                keys[t] = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0);
+                const std::int64_t past = -static_cast<std::int64_t>(t > last);
+                const std::int64_t key = (std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0) & ~rank_bits) |
+                                         (rank_bits - static_cast<std::int64_t>(t)) | (past & none);
+                best = key < best ? key : best;
+            }
+            arg = static_cast<std::size_t>(rank_bits - (best & rank_bits));
+            const double d = si - s[arg];
+            const double v = (qi + g[arg]) - d * d * r[arg];
+            best = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0);
+        } else {  // very long ranges: the costs, then the last position of their minimum
+            std::int64_t* keys = keys_scratch_.data();
+            for (std::size_t t = 0; t < count; ++t) {
+                const double d = si - s[t];
+                const double v = (qi + g[t]) - d * d * r[t];
+                const std::int64_t past = -static_cast<std::int64_t>(t > last);
+                keys[t] = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0) | (past & none);
                 best = keys[t] < best ? keys[t] : best;
             }
-            for (std::size_t t = 0; t <= last; ++t) arg = keys[t] == best ? t : arg;
+            for (std::size_t t = 0; t < count; ++t) arg = keys[t] == best ? t : arg;
         }
         cost_[k * n_ + i] = std::bit_cast<double>(best);
         split_[k * n_ + i] = static_cast<std::uint32_t>(lo + arg);
