@@ -87,6 +87,15 @@ public:
         app.add_option("--candidates", gen_.candidates, "candidates per query")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--layers", gen_.layers, "layers per trajectory")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--seed", gen_.seed, "generator seed")->capture_default_str();
+        // the synthetic model's shape, for sensitivity runs (docs/pruning.md)
+        app.add_option("--onset-min", gen_.onset_min, "convergence midpoint range (fraction of depth)")
+            ->capture_default_str();
+        app.add_option("--onset-max", gen_.onset_max)->capture_default_str();
+        app.add_option("--width-min", gen_.width_min, "convergence width range (fraction of depth)")->capture_default_str();
+        app.add_option("--width-max", gen_.width_max)->capture_default_str();
+        app.add_option("--gap-min", gen_.gap_min, "logit gap between adjacent groups")->capture_default_str();
+        app.add_option("--gap-max", gen_.gap_max)->capture_default_str();
+        app.add_option("--early-sd", gen_.early_sd, "early-layer noise (logits)")->capture_default_str();
         app.add_option("--trajectories", trajectories_, "trajectory file to replay");
         app.add_option("--k", k_, "top-K")->check(CLI::PositiveNumber)->capture_default_str();
         auto* t = app.add_option("--threshold", threshold_, "dispersion threshold to evaluate");
