@@ -68,8 +68,10 @@ void finish_kmeans_result(std::span<const T> scores, std::size_t k, kmeans1d_res
 /// with row minima found by divide and conquer over the monotone argmin (O(k_max n log n));
 /// a stretch of ends whose optimal split is pinned by its neighbours is filled without a
 /// search. SSEs come from double prefix sums of scores shifted by their median, so large
-/// offsets (logits around 1e4) do not cancel. The object is its own workspace: refitting
-/// pools no larger than an earlier one allocates nothing, which the pruning hot path relies on.
+/// offsets (logits around 1e4) do not cancel; among candidate splits whose costs agree to
+/// 2^-40 (relative), below that rounding, any may be chosen. The object is its own
+/// workspace: refitting pools no larger (n and k_max) than an earlier one allocates nothing,
+/// which the pruning hot path relies on.
 /// @code
 /// frugal::kmeans1d km;
 /// km.fit(std::span<const float>(scores), 8);
@@ -196,8 +198,8 @@ public:
     }
 
 private:
-    /// Entries read past the end of the tables by the fixed-width search of short ranges
-    /// (8 measured fastest here: 4 and 16 were slower on n = 1000).
+    /// Lanes of the masked whole-vector row search, and so the entries it may read past the
+    /// end of the tables (4: one AVX2 vector of doubles; 8 and 16 measured slower).
     static constexpr std::size_t pad = 4;
 
     void check_k(std::size_t k) const {
