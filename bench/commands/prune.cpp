@@ -87,6 +87,15 @@ public:
         app.add_option("--candidates", gen_.candidates, "candidates per query")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--layers", gen_.layers, "layers per trajectory")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--seed", gen_.seed, "generator seed")->capture_default_str();
+        // the synthetic model's shape, for sensitivity runs (docs/pruning.md)
+        app.add_option("--onset-min", gen_.onset_min, "convergence midpoint range (fraction of depth)")
+            ->capture_default_str();
+        app.add_option("--onset-max", gen_.onset_max)->capture_default_str();
+        app.add_option("--width-min", gen_.width_min, "convergence width range (fraction of depth)")->capture_default_str();
+        app.add_option("--width-max", gen_.width_max)->capture_default_str();
+        app.add_option("--gap-min", gen_.gap_min, "logit gap between adjacent groups")->capture_default_str();
+        app.add_option("--gap-max", gen_.gap_max)->capture_default_str();
+        app.add_option("--early-sd", gen_.early_sd, "early-layer noise (logits)")->capture_default_str();
         app.add_option("--trajectories", trajectories_, "trajectory file to replay");
         app.add_option("--k", k_, "top-K")->check(CLI::PositiveNumber)->capture_default_str();
         auto* t = app.add_option("--threshold", threshold_, "dispersion threshold to evaluate");
@@ -95,6 +104,9 @@ public:
         t->excludes(s)->excludes(c);
         s->excludes(c);
         app.add_option("--delta", delta_, "with --calibrate: guarded (Learn-then-Test) mode at this risk level");
+        app.add_option("--margin-se", margin_se_,
+                       "with --calibrate (automatic mode): standard errors of margin over the target (0: the paper's rule)")
+            ->check(CLI::NonNegativeNumber)->capture_default_str();
         app.add_option("--patience", patience_, "rank-stability extension: decisions the top set must hold (0: off)")
             ->capture_default_str();
         app.add_flag("--robust", robust_, "use the robust (MAD) dispersion instead of the CV");
@@ -120,7 +132,7 @@ public:
         const trajectory_set set = load_trajectories(trajectories_);
         const cluster_pruner_options base = policy_options();
         if (target_) {
-            calibration_options co{.policy = base, .delta = delta_};
+            calibration_options co{.policy = base, .delta = delta_, .margin_standard_errors = margin_se_};
             const auto cal = calibrate_threshold(set, k_, *target_, co);
             cluster_pruner_options o = base;
             o.threshold = cal.threshold;
@@ -129,6 +141,7 @@ public:
             r["target"] = *target_;
             r["mode"] = delta_ ? "guarded" : "automatic";
             if (delta_) r["delta"] = *delta_;
+            else r["margin_standard_errors"] = margin_se_;
             r["met"] = cal.met;
             sink.add(std::move(r));
         } else if (sweep_) {
@@ -158,7 +171,8 @@ public:
         o.threshold = cal.threshold;
         const auto applied = evaluate_pruning(test_set, k, [&] { return cluster_pruner(o); });
         s.notes = "Replays " + std::to_string(g.queries) + " queries x 20 candidates x 28 layers, K = 10. "
-                  "Threshold calibrated for precision@10 >= 0.99 on seed 1 (automatic mode): " +
+                  "Threshold calibrated for precision@10 >= 0.99 on seed 1 (automatic mode, margin of 1.645 "
+                  "standard errors): " +
                   std::to_string(cal.threshold) + "; on seed 2 it gives precision@10 " +
                   std::to_string(applied.precision_at_k) + " with " +
                   std::to_string(applied.layer_compute_saved) + " of candidate-layers skipped. "
@@ -195,6 +209,7 @@ private:
     std::size_t patience_ = cluster_pruner_options{}.patience;
     std::size_t clusters_ = cluster_pruner_options{}.clusters, max_clusters_ = cluster_pruner_options{}.max_clusters;
     std::optional<double> threshold_, target_, delta_;
+    double margin_se_ = calibration_options{}.margin_standard_errors;
 };
 
 FRUGAL_BENCH_COMMAND(prune_command);

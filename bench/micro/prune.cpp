@@ -1,6 +1,6 @@
 // Micro-benchmarks of the pruning hot path: exact 1-D k-means for every k <= 8 on 1000
-// scores (against Lloyd with 10 k-means++ restarts at k = 8, the paper's clustering), and
-// one cluster_pruner decision over 100 candidates.
+// scores, on one pool and on pools in turn (against Lloyd with 10 k-means++ restarts at
+// k = 8, the paper's clustering), and one cluster_pruner decision over 100 candidates.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -28,6 +28,20 @@ void kmeans1d_exact_all_k(benchmark::State& state) {
     }
 }
 BENCHMARK(kmeans1d_exact_all_k)->Args({1000, 8})->Args({100, 6})->Unit(benchmark::kMicrosecond);
+
+// The same on 16 pools in turn: the branch predictor cannot learn one pool's search
+// pattern, as in pruning, where every decision sees new scores.
+void kmeans1d_exact_all_k_fresh(benchmark::State& state) {
+    std::vector<std::vector<float>> pools;
+    for (std::uint64_t s = 0; s < 16; ++s) pools.push_back(grouped_scores(static_cast<std::size_t>(state.range(0)), s + 100));
+    frugal::kmeans1d km;
+    std::size_t i = 0;
+    for (auto _ : state) {
+        km.fit(std::span<const float>(pools[i++ % pools.size()]), static_cast<std::size_t>(state.range(1)));
+        benchmark::DoNotOptimize(km.select_k_bic());
+    }
+}
+BENCHMARK(kmeans1d_exact_all_k_fresh)->Args({1000, 8})->Args({100, 6})->Unit(benchmark::kMicrosecond);
 
 void kmeans1d_lloyd_10_restarts(benchmark::State& state) {
     const auto x = grouped_scores(static_cast<std::size_t>(state.range(0)), 1);

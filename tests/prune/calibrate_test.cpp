@@ -92,7 +92,8 @@ TEST(Calibrate, AutomaticThresholdHoldsOnHeldBackQueries) {
     const auto cal = frugal::generate_synthetic_trajectories(g);
     g.seed = 12;
     const auto test = frugal::generate_synthetic_trajectories(g);
-    const auto result = frugal::calibrate_threshold(cal, 10, 0.98, {.grid_points = 32});
+    // the paper's rule: no margin for the calibration queries' sampling error
+    const auto result = frugal::calibrate_threshold(cal, 10, 0.98, {.grid_points = 32, .margin_standard_errors = 0.0});
     ASSERT_TRUE(result.met);
     EXPECT_GE(result.chosen.precision_at_k, 0.98);
     // the lowest passing grid threshold: the next lower one fails
@@ -105,6 +106,35 @@ TEST(Calibrate, AutomaticThresholdHoldsOnHeldBackQueries) {
     });
     EXPECT_GE(applied.precision_at_k, 0.98 - 0.01);  // held-back queries, sampling slack
     EXPECT_GT(applied.layer_compute_saved, 0.2);
+}
+
+TEST(Calibrate, StandardErrorMarginIsMetAtTheChoiceAndNotBelowIt) {
+    frugal::synthetic_trajectory_options g{.queries = 120};
+    g.seed = 21;
+    const auto cal = frugal::generate_synthetic_trajectories(g);
+    const double target = 0.98, z = 1.645;
+    const auto plain = frugal::calibrate_threshold(cal, 10, target, {.grid_points = 32, .margin_standard_errors = 0.0});
+    const auto guarded = frugal::calibrate_threshold(cal, 10, target, {.grid_points = 32, .margin_standard_errors = z});
+    ASSERT_TRUE(plain.met);
+    ASSERT_TRUE(guarded.met);
+    EXPECT_GE(guarded.threshold, plain.threshold);
+    // recomputed here: mean per-query precision minus z standard errors of the mean
+    const auto lower_bound = [&](double threshold) {
+        const auto ev = frugal::evaluate_pruning(cal, 10, [&] { return frugal::cluster_pruner({.threshold = threshold}); });
+        double mean = 0.0, ss = 0.0;
+        for (double loss : ev.query_loss) mean += 1.0 - loss;
+        mean /= double(ev.query_loss.size());
+        for (double loss : ev.query_loss) ss += (1.0 - loss - mean) * (1.0 - loss - mean);
+        const double n = double(ev.query_loss.size());
+        return mean - z * std::sqrt(ss / (n - 1.0) / n);
+    };
+    EXPECT_GE(lower_bound(guarded.threshold), target - 1e-12);
+    for (std::size_t i = 0; i + 1 < guarded.curve.size(); ++i)
+        if (guarded.curve[i + 1].threshold == guarded.threshold) {
+            EXPECT_LT(lower_bound(guarded.curve[i].threshold), target);
+        }
+    EXPECT_THROW((void)frugal::calibrate_threshold(cal, 10, target, {.margin_standard_errors = -1.0}),
+                 frugal::invalid_argument);
 }
 
 TEST(Calibrate, HoeffdingBentkusPValueMatchesClosedForms) {

@@ -3,11 +3,36 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <limits>
+#include <new>
+#include <random>
 #include <vector>
 
 #include <frugal/prune/cluster_pruner.hpp>
 #include <frugal/prune/progressive_selection.hpp>
+
+// Counts allocations while `counting` is set (the steady-state test below).
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<std::size_t> allocations{0};
+}  // namespace
+// GCC sees free() inside operator delete once it is inlined and calls it a new/free mismatch.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void* operator new(std::size_t size) {
+    if (counting) ++allocations;
+    if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace {
 
@@ -149,6 +174,31 @@ TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
     EXPECT_FALSE(restart.decide(swapped, 3, routes).done);
     EXPECT_FALSE(restart.decide(swapped, 3, routes).done);
     EXPECT_TRUE(restart.decide(swapped, 3, routes).done);
+}
+
+TEST(ClusterPruner, SteadyStateDecisionsAllocateNothing) {
+    // after one decision per pool size, decisions on new pools of at most that size allocate
+    // nothing: the pruner and its k-means are their own workspace
+    std::mt19937 rng(4);
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    std::vector<std::vector<float>> pools;
+    for (int p = 0; p < 8; ++p) {
+        pools.emplace_back(100 - 10 * std::size_t(p % 3));
+        for (std::size_t i = 0; i < pools.back().size(); ++i) pools.back()[i] = 0.15f + 0.2f * float(i % 4) + normal(rng);
+    }
+    frugal::cluster_pruner pruner({.threshold = 0.1});
+    std::vector<route> routes(100);
+    (void)pruner.decide(pools[0], 10, routes);  // warm-up at the largest size
+    std::size_t triggered = 0;
+    allocations = 0;
+    counting = true;
+    for (const auto& pool : pools) {
+        const auto step = pruner.decide(pool, 10, std::span<route>(routes.data(), pool.size()));
+        triggered += step.triggered ? 1 : 0;
+    }
+    counting = false;
+    EXPECT_EQ(allocations.load(), 0u);
+    EXPECT_EQ(triggered, pools.size());  // every decision clustered (the path that matters)
 }
 
 TEST(ClusterPruner, RejectsBadInput) {

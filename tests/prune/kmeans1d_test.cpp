@@ -2,6 +2,7 @@
 // dispersion statistics against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -89,6 +90,102 @@ TEST(Kmeans1d, MatchesBruteForceAtTwelvePointsWithTiesAndOffset) {
     kmeans1d km;
     km.fit(std::span<const double>(x), 12);
     for (std::size_t k = 1; k <= 12; ++k) EXPECT_NEAR(km.sse(k), best[k], 1e-6) << "k = " << k;
+}
+
+// The textbook O(k n^2) recurrence over sorted values with a two-pass SSE per interval:
+// an independent oracle for pools too large for the partition enumeration.
+std::vector<double> quadratic_dp_sse(std::vector<double> x, std::size_t k_max) {
+    std::sort(x.begin(), x.end());
+    const std::size_t n = x.size();
+    std::vector<std::vector<double>> sse(n, std::vector<double>(n, 0.0));
+    for (std::size_t j = 0; j < n; ++j) {
+        double mean = 0.0;
+        for (std::size_t i = j; i < n; ++i) {
+            mean += (x[i] - mean) / double(i - j + 1);
+            double s = 0.0;
+            for (std::size_t t = j; t <= i; ++t) s += (x[t] - mean) * (x[t] - mean);
+            sse[j][i] = s;
+        }
+    }
+    std::vector<double> d(n), best(k_max + 1, 0.0);
+    for (std::size_t i = 0; i < n; ++i) d[i] = sse[0][i];
+    best[1] = d[n - 1];
+    for (std::size_t k = 2; k <= k_max; ++k) {
+        std::vector<double> next(n, std::numeric_limits<double>::infinity());
+        for (std::size_t i = k - 1; i < n; ++i)
+            for (std::size_t j = k - 1; j <= i; ++j) next[i] = std::min(next[i], d[j - 1] + sse[j][i]);
+        d = next;
+        best[k] = d[n - 1];
+    }
+    return best;
+}
+
+TEST(Kmeans1d, MatchesQuadraticDynamicProgrammeOnLargerPools) {
+    std::mt19937 rng(5);
+    std::normal_distribution<double> normal;
+    std::uniform_real_distribution<double> uniform;
+    for (int shape = 0; shape < 4; ++shape) {
+        std::vector<double> x(240);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            switch (shape) {
+            case 0: x[i] = uniform(rng); break;                                  // no structure
+            case 1: x[i] = 0.2 * double(i % 4) + 0.03 * normal(rng); break;      // separated groups
+            case 2: x[i] = std::round(uniform(rng) * 6.0) / 6.0; break;          // heavy ties
+            default: x[i] = 1e4 + std::exp(2.0 * normal(rng)); break;            // skewed, large offset
+            }
+        }
+        const auto best = quadratic_dp_sse(x, 8);
+        kmeans1d km;
+        km.fit(std::span<const double>(x), 8);
+        for (std::size_t k = 1; k <= 8; ++k) {
+            const double tol = 1e-9 * (1.0 + best[1]);
+            EXPECT_NEAR(km.sse(k), best[k], tol) << "shape " << shape << " k " << k;
+            EXPECT_NEAR(km.clustering(k).sse, best[k], tol) << "shape " << shape << " k " << k;
+        }
+        // refitting a smaller pool in the same object reuses its buffers and stays exact
+        std::vector<double> head(x.begin(), x.begin() + 37);
+        const auto head_best = quadratic_dp_sse(head, 5);
+        km.fit(std::span<const double>(head), 5);
+        for (std::size_t k = 1; k <= 5; ++k) EXPECT_NEAR(km.sse(k), head_best[k], 1e-9 * (1.0 + head_best[1]));
+    }
+}
+
+TEST(Kmeans1d, TwoClustersOfALargePoolMatchWelfordSplits) {
+    // k = 2 over 6000 points: the single row minimum spans every split (the long-range path);
+    // the oracle scans all splits with Welford's running mean and M2 from both ends.
+    std::mt19937 rng(9);
+    std::normal_distribution<double> normal;
+    std::vector<double> x(6000);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0 ? 5.0 : 0.0) + normal(rng);
+    std::vector<double> sorted = x;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t n = sorted.size();
+    std::vector<double> left(n + 1, 0.0), right(n + 1, 0.0);  // SSE of the first / last m points
+    double mean = 0.0, m2 = 0.0;
+    for (std::size_t m = 1; m <= n; ++m) {
+        const double d = sorted[m - 1] - mean;
+        mean += d / double(m);
+        m2 += d * (sorted[m - 1] - mean);
+        left[m] = m2;
+    }
+    mean = m2 = 0.0;
+    for (std::size_t m = 1; m <= n; ++m) {
+        const double d = sorted[n - m] - mean;
+        mean += d / double(m);
+        m2 += d * (sorted[n - m] - mean);
+        right[m] = m2;
+    }
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t m = 1; m < n; ++m) best = std::min(best, left[m] + right[n - m]);
+    kmeans1d km;
+    km.fit(std::span<const double>(x), 2);
+    EXPECT_NEAR(km.sse(1), left[n], 1e-9 * left[n]);
+    EXPECT_NEAR(km.sse(2), best, 1e-9 * left[n]);
+    EXPECT_NEAR(km.clustering(2).sse, best, 1e-9 * left[n]);  // the split, not only its cost
+    km.fit(std::span<const double>(x), 3);  // row 2 solved at every end, long ranges on top
+    EXPECT_NEAR(km.sse(2), best, 1e-9 * left[n]);
+    EXPECT_NEAR(km.clustering(2).sse, best, 1e-9 * left[n]);
+    EXPECT_LE(km.sse(3), km.sse(2));
 }
 
 TEST(Kmeans1d, NeverWorseThanLloydWithTenRestarts) {

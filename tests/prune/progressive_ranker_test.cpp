@@ -2,7 +2,9 @@
 // layers and chunks it runs, the candidates it computes, and its result.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <frugal/prune/progressive_ranker.hpp>
@@ -78,17 +80,82 @@ TEST(ProgressiveRank, WithoutPruningRunsEveryLayerAndRanksByFinalScore) {
     EXPECT_EQ(m.calls.size(), 2u);  // one chunk per layer (chunk_size 0)
 }
 
-TEST(ProgressiveRank, ChunkSizeForAndBadInput) {
-    EXPECT_EQ(frugal::chunk_size_for(64u << 20, 6u << 20, 2, 20), 10u);
-    EXPECT_EQ(frugal::chunk_size_for(1u << 30, 1u << 20, 2, 20), 20u);
-    EXPECT_THROW((void)frugal::chunk_size_for(1u << 20, 1u << 21, 1, 20), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::chunk_size_for(1u << 20, 0, 1, 20), frugal::invalid_argument);
+// The chunk an exhaustive search picks for `active` candidates: among chunks whose
+// intermediates fit the limit, the smallest one with the least layer wall time
+// max(compute, next load), compute being the sum over chunks of max(floor, c * per).
+std::size_t brute_force_chunk(const frugal::chunk_planning& p, std::size_t active, double load) {
+    const auto compute = [&](std::size_t c) {
+        double t = 0.0;
+        for (std::size_t b = 0; b < active; b += c)
+            t += std::max(p.cost.min_chunk_seconds, p.cost.per_token_seconds * double(std::min(c, active - b)));
+        return t;
+    };
+    std::size_t best_c = 0;
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t c = 1; c <= active && double(c) * p.cost.intermediate_bytes_per_token <= p.memory_limit_bytes; ++c) {
+        const double wall = std::max(compute(c), load);
+        if (wall < best * (1.0 - 1e-9)) {
+            best = wall;
+            best_c = c;
+        }
+    }
+    return best_c;
+}
+
+TEST(ProgressiveRank, PlannedChunksFitMemoryCoverTheNextLoadAndFollowThePrunedBatch) {
+    // 20 candidates, 5 layers, K = 5. After layer 0 ten scores are high and ten low: the
+    // decision before layer 1 drops the low ten, so layers 1-4 run on ten.
+    scripted_model m;
+    m.table.assign(20, std::vector<float>(6, 0.5f));
+    for (std::size_t c = 0; c < 20; ++c)
+        for (std::size_t l = 1; l <= 5; ++l) m.table[c][l] = (c < 10 ? 0.9f : 0.1f) + 0.001f * float(c);
+    // saturation at 4 candidates (4 ms per chunk below), 6 MiB of intermediates each, 32 MiB
+    // for one chunk (at most 5 candidates), 10 ms to load a layer
+    const frugal::chunk_planning plan{
+        .cost = {.per_token_seconds = 1e-3, .min_chunk_seconds = 4e-3, .intermediate_bytes_per_token = 6.0 * (1 << 20)},
+        .next_layer_load_seconds = 0.010,
+        .memory_limit_bytes = 32.0 * (1 << 20)};
+    frugal::cluster_pruner pruner({.threshold = 0.5});
+    const auto r = frugal::progressive_rank(m, 20, 5, pruner, {.planning = plan});
+    ASSERT_EQ(r.layers.size(), 5u);
+    EXPECT_EQ(r.layers[0].active, 20u);
+    EXPECT_EQ(r.layers[1].active, 10u);
+    std::size_t call = 0;
+    for (const auto& st : r.layers) {
+        const double load = st.layer + 1 < 5 ? plan.next_layer_load_seconds : 0.0;
+        EXPECT_EQ(st.chunk_size, brute_force_chunk(plan, st.active, load)) << "layer " << st.layer;
+        EXPECT_LE(double(st.chunk_size) * plan.cost.intermediate_bytes_per_token, plan.memory_limit_bytes);
+        EXPECT_EQ(st.chunks, (st.active + st.chunk_size - 1) / st.chunk_size);
+        for (std::size_t c = 0; c < st.chunks; ++c, ++call) {
+            ASSERT_LT(call, m.calls.size());
+            EXPECT_EQ(m.calls[call].first, st.layer);
+            EXPECT_LE(m.calls[call].second.size(), st.chunk_size);
+        }
+    }
+    // by hand: 20 active -> chunks of 4 (5 x 4 ms = 20 ms of compute covers the 10 ms load;
+    // 1-3 would compute longer, 5 no faster); 10 active -> chunks of 5 (2 x 5 ms = the load)
+    EXPECT_EQ(r.layers[0].chunk_size, 4u);
+    EXPECT_EQ(r.layers[1].chunk_size, 5u);
+    EXPECT_EQ(r.layers[4].chunk_size, 5u);  // last layer: nothing to hide, fastest compute
+    // the override ignores the plan
+    scripted_model m2 = m;
+    m2.calls.clear();
+    const auto fixed = frugal::progressive_rank(m2, 20, 5, pruner, {.planning = plan, .chunk_size = 3});
+    for (const auto& st : fixed.layers) EXPECT_EQ(st.chunk_size, 3u);
+}
+
+TEST(ProgressiveRank, BadInput) {
     scripted_model m;
     m.table = {{0.f, 0.1f}, {0.f, 0.2f}};
     frugal::cluster_pruner pruner;
     EXPECT_THROW((void)frugal::progressive_rank(m, 2, 3, pruner), frugal::invalid_argument);
     EXPECT_THROW((void)frugal::progressive_rank(m, 2, 0, pruner), frugal::invalid_argument);
     EXPECT_THROW((void)frugal::progressive_rank(m, 0, 1, pruner), frugal::invalid_argument);
+    // a memory limit below one candidate's intermediates
+    const frugal::chunk_planning tight{.cost = {.per_token_seconds = 1e-3, .intermediate_bytes_per_token = 100.0},
+                                       .next_layer_load_seconds = 0.0,
+                                       .memory_limit_bytes = 50.0};
+    EXPECT_THROW((void)frugal::progressive_rank(m, 2, 1, pruner, {.planning = tight}), frugal::invalid_argument);
 }
 
 }  // namespace

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "frugal/core/error.hpp"
 #include "frugal/prune/cluster_pruner.hpp"
 #include "frugal/prune/progressive_selection.hpp"
+#include "frugal/schedule/chunk_plan.hpp"
 
 namespace frugal {
 
@@ -33,31 +35,38 @@ concept progressive_model = requires(M& m, std::size_t layer, std::span<const st
     m.score(ids, out);
 };
 
-/// How the driver executes a layer over the active candidates.
-struct progressive_ranker_options {
-    /// Candidates per chunk (GRATING 4.3). The intermediate tensors of one chunk must fit the
-    /// caller's memory limit; the whole layer's compute, which chunking does not change, is
-    /// what hides the next layer's weight load. 0 = one chunk of all active candidates.
-    /// (The general planner lives in frugal/schedule; chunk_size_for() below covers the case
-    /// of a fixed per-candidate intermediate size.)
-    std::size_t chunk_size = 0;
+/// What the chunk planner needs to size a layer's chunks (GRATING 4.3): the cost of one
+/// layer in the terms of frugal::plan_chunks, with one *candidate* (its whole query +
+/// document sequence) as the model's token: `cost.per_token_seconds` is one candidate
+/// through one layer once the hardware is saturated, `cost.min_chunk_seconds` the time of
+/// any chunk below saturation (the chunk size's lower bound), and
+/// `cost.intermediate_bytes_per_token` one candidate's intermediate tensors inside a layer.
+/// @code
+/// frugal::chunk_planning plan{.cost = {.per_token_seconds = 2e-3, .min_chunk_seconds = 4e-3,
+///                                      .intermediate_bytes_per_token = 6 << 20},
+///                             .next_layer_load_seconds = 0.015, .memory_limit_bytes = 32 << 20};
+/// @endcode
+struct chunk_planning {
+    chunk_cost_model cost{};
+    /// Time to read one layer's weights (the dual-layer window loads layer l + 1 while layer l
+    /// computes); the last layer has nothing to hide.
+    double next_layer_load_seconds = 0.0;
+    /// Memory for one chunk's intermediate tensors.
+    double memory_limit_bytes = 0.0;
 };
 
-/// The largest chunk whose intermediate tensors (`bytes_per_candidate` each) fit
-/// `budget_bytes`, at least `min_chunk` (the smallest chunk that still uses the hardware
-/// well) and at most `pool`. Throws when even `min_chunk` candidates do not fit.
-/// @code
-/// std::size_t chunk = frugal::chunk_size_for(64 << 20, 6 << 20, 2, 20);  // 10
-/// @endcode
-[[nodiscard]] inline std::size_t chunk_size_for(std::size_t budget_bytes, std::size_t bytes_per_candidate,
-                                                std::size_t min_chunk, std::size_t pool) {
-    FRUGAL_CHECK(bytes_per_candidate > 0 && min_chunk > 0 && pool > 0, "chunk_size_for: bytes per candidate ",
-                 bytes_per_candidate, ", minimum chunk ", min_chunk, " and pool ", pool, " must be positive");
-    const std::size_t fit = budget_bytes / bytes_per_candidate;
-    FRUGAL_CHECK(fit >= std::min(min_chunk, pool), "chunk_size_for: a budget of ", budget_bytes, " bytes holds ", fit,
-                 " candidates of ", bytes_per_candidate, " bytes, fewer than the minimum chunk ", min_chunk);
-    return std::min(fit, pool);
-}
+/// How the driver executes a layer over the active candidates.
+struct progressive_ranker_options {
+    /// When set, each layer's chunk size comes from frugal::plan_chunks over the candidates
+    /// still active: the smallest chunk whose intermediates fit the memory limit and whose
+    /// layer time max(compute, next layer's load) is the best any fitting chunk achieves, so
+    /// the layer's compute covers the next load whenever a fitting chunk can make it. The
+    /// plan is redone before every layer because pruning shrinks the batch.
+    std::optional<chunk_planning> planning{};
+    /// Override: candidates per chunk for every layer, ignoring `planning`. 0 = planned, or
+    /// one chunk of all active candidates when there is no planning either.
+    std::size_t chunk_size = 0;
+};
 
 /// What happened at one layer.
 struct layer_stats {
@@ -66,6 +75,7 @@ struct layer_stats {
     std::size_t selected = 0;  ///< accepted by the decision before this layer
     std::size_t dropped = 0;   ///< dropped by the decision before this layer
     std::size_t chunks = 0;    ///< forward() calls for this layer
+    std::size_t chunk_size = 0;  ///< candidates per chunk (planned, overridden, or all active)
     bool triggered = false;    ///< the decision before this layer clustered
     double dispersion = 0.0;
 };
@@ -83,11 +93,13 @@ struct progressive_ranking {
 /// Runs `model` over a pool of `pool` candidates with monolithic forwarding and progressive
 /// pruning (GRATING 4.1-4.3): all candidates are embedded, then before every layer but the
 /// first the active candidates are scored and `policy` routes them; the layer runs on the
-/// deferred candidates in chunks of `options.chunk_size`; the forward pass stops when the
-/// top-K is complete. Throws when K is 0 or exceeds the pool, or the model has no layer.
+/// deferred candidates in chunks sized by `options` (planned per layer, see
+/// progressive_ranker_options); the forward pass stops when the top-K is complete. Throws
+/// when K is 0 or exceeds the pool, the model has no layer, or the planning inputs are
+/// invalid (see plan_chunks).
 /// @code
 /// frugal::cluster_pruner pruner({.threshold = 0.35});
-/// auto r = frugal::progressive_rank(model, 20, 10, pruner, {.chunk_size = 2});
+/// auto r = frugal::progressive_rank(model, 20, 10, pruner, {.planning = plan});
 /// @endcode
 template <progressive_model Model, pruning_policy Policy>
 [[nodiscard]] progressive_ranking progressive_rank(Model& model, std::size_t pool, std::size_t k, Policy& policy,
@@ -97,15 +109,23 @@ template <progressive_model Model, pruning_policy Policy>
     progressive_selection<Policy> sel(policy, pool, k);  // checks pool and K
     progressive_ranking out;
     std::vector<float> scores;
-    const auto run_chunks = [&](auto&& fn) {
+    // candidates per chunk for `layer` over the active candidates
+    const auto chunk_for = [&](std::size_t layer) {
+        const std::size_t active = sel.active().size();
+        if (options.chunk_size > 0) return options.chunk_size;
+        if (!options.planning) return active;
+        const chunk_planning& p = *options.planning;
+        const double load = layer + 1 < layers ? p.next_layer_load_seconds : 0.0;
+        return plan_chunks(p.cost, active, load, p.memory_limit_bytes).chunk;
+    };
+    const auto run_chunks = [&](std::size_t step, auto&& fn) {
         const auto active = sel.active();
-        const std::size_t step = options.chunk_size == 0 ? active.size() : options.chunk_size;
         std::size_t chunks = 0;
         for (std::size_t b = 0; b < active.size(); b += step, ++chunks)
             fn(active.subspan(b, std::min(step, active.size() - b)));
         return chunks;
     };
-    run_chunks([&](std::span<const std::size_t> ids) { model.embed(ids); });
+    run_chunks(chunk_for(0), [&](std::span<const std::size_t> ids) { model.embed(ids); });
     for (std::size_t layer = 0; layer < layers; ++layer) {
         layer_stats st;
         st.layer = layer;
@@ -122,7 +142,8 @@ template <progressive_model Model, pruning_policy Policy>
         }
         st.active = sel.active().size();
         if constexpr (requires { model.begin_layer(layer); }) model.begin_layer(layer);
-        st.chunks = run_chunks([&](std::span<const std::size_t> ids) { model.forward(layer, ids); });
+        st.chunk_size = chunk_for(layer);
+        st.chunks = run_chunks(st.chunk_size, [&](std::span<const std::size_t> ids) { model.forward(layer, ids); });
         if constexpr (requires { model.end_layer(layer); }) model.end_layer(layer);
         out.candidate_layers_computed += st.active;
         out.layers.push_back(st);
