@@ -65,6 +65,10 @@ struct wtinylfu_policy {
         }
         void remove(Node& n) noexcept { list(n.where).erase(n); }
         void reattach(Node& n) noexcept { list(n.where).push_back(n); }
+        void replace(Node& n, double /*cost*/) {  // back in its segment, then one access
+            list(n.where).push_back(n);
+            touch(n);
+        }
         void evict(Node& n) noexcept { remove(n); }
 
         /// Moves window overflow into the main region while it has room; then the loser of
