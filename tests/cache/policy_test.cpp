@@ -448,4 +448,34 @@ TEST(WTinyLfu, ResistsACyclicScanLargerThanTheCache) {
     EXPECT_GT(t.stats().hit_ratio(), 0.4);
 }
 
+TEST(WTinyLfu, AdaptiveWindowFollowsTheHillClimbingRule) {
+    // Capacity 100: samples of 1000 requests (hits, or admissions after a miss), steps of 6.25
+    // entries. The expected window sizes follow the documented rule by hand.
+    frugal::basic_cache<int, int, frugal::adaptive_wtinylfu_policy> c(100);
+    int next = 1000;
+    auto sample = [&](int hits_per_2) {  // 1000 requests, hits_per_2 of every 2 are hits of key 0
+        for (int i = 0; i < 1000; ++i) {
+            if (i % 2 < hits_per_2) {
+                ASSERT_NE(c.get(0), nullptr);
+            } else {
+                c.put(next++, 0);
+            }
+        }
+    };
+    EXPECT_EQ(c.policy().window_capacity(), 1u);
+    c.put(0, 0);
+    for (int i = 0; i < 999; ++i) ASSERT_NE(c.get(0), nullptr);
+    EXPECT_EQ(c.policy().window_capacity(), 7u) << "hit ratio up from 0: grow by 6.25";
+    sample(0);
+    EXPECT_EQ(c.policy().window_capacity(), 1u) << "down by ~1: reverse, shrink by 6.25 (clamped at 1)";
+    sample(2);
+    EXPECT_EQ(c.policy().window_capacity(), 1u) << "up: keep shrinking (clamped)";
+    sample(1);
+    EXPECT_EQ(c.policy().window_capacity(), 7u) << "down by 0.5: reverse, grow by 6.25";
+    sample(1);
+    EXPECT_EQ(c.policy().window_capacity(), 13u) << "unchanged: keep growing by 6.25, the step decays to 6.125";
+    sample(1);
+    EXPECT_EQ(c.policy().window_capacity(), 19u) << "unchanged: keep growing by 6.125 (19.625)";
+}
+
 }  // namespace
