@@ -133,6 +133,7 @@ record replay_policy(const std::string& p, std::size_t capacity, bool bytes, con
     if (p == "lfuda") return replay<frugal_cache<lfuda_policy>>(p, capacity, bytes, trace);
     if (p == "gdsf") return replay<frugal_cache<gdsf_policy>>(p, capacity, bytes, trace);
     if (p == "wtinylfu") return replay<frugal_cache<wtinylfu_policy<>>>(p, capacity, bytes, trace);
+    if (p == "wtinylfu-adaptive") return replay<frugal_cache<adaptive_wtinylfu_policy>>(p, capacity, bytes, trace);
     if (p == "naive-lru") return replay<naive_lru>(p, capacity, bytes, trace);
     if (p == "naive-lfu") return replay<naive_lfu>(p, capacity, bytes, trace);
     FRUGAL_FAIL(frugal::invalid_argument, "cache: unknown policy '", p, "'");
@@ -186,7 +187,7 @@ public:
         app.add_option("--trace", trace_, "trace file (plain, gzip or zstd)");
         app.add_option("--format", format_, "trace format")->check(CLI::IsMember({"lines", "arc", "oracle-bin"}))->capture_default_str();
         app.add_option("--policy", policy_, "policy, or all")
-            ->check(CLI::IsMember({"lru", "lfu", "lfuda", "gdsf", "wtinylfu", "naive-lru", "naive-lfu", "all"}))
+            ->check(CLI::IsMember({"lru", "lfu", "lfuda", "gdsf", "wtinylfu", "wtinylfu-adaptive", "naive-lru", "naive-lfu", "all"}))
             ->capture_default_str();
         app.add_option("--capacity", capacity_, "capacity in entries (bytes with --bytes)")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_flag("--bytes", bytes_, "weigh entries by their trace size (oracle-bin)");

@@ -62,16 +62,37 @@ public:
         return true;
     }
     put_result put(int key, int value, double cost) {
-        put_result replaced = put_result::inserted;
-        if (find(key) != nullptr) {
-            log.emplace_back(key, eviction_reason::replaced);
-            erase_entry(key);
-            replaced = put_result::replaced;
-        }
         const auto w = static_cast<std::size_t>(value);
         std::size_t pinned_total = 0;
         for (auto& e : entries_)
             if (e.pins > 0) pinned_total += e.weight;
+        if (find(key) != nullptr) {
+            log.emplace_back(key, eviction_reason::replaced);
+            if (pinned_total + w > capacity_) {
+                erase_entry(key);
+                log.emplace_back(key, eviction_reason::rejected);
+                return put_result::rejected;
+            }
+            // The entry keeps its history: out of reach of the eviction that makes room
+            // (weight 0, counted as pinned), then back in its place and accessed once.
+            entry* e = find(key);
+            e->weight = 0;
+            e->pins = 1;
+            while (total() + w > capacity_) {
+                const int v = victim();
+                if (v == none) break;
+                if (kind_ == kind::lfuda || kind_ == kind::gdsf) clock_ = find(v)->priority;
+                log.emplace_back(v, eviction_reason::capacity);
+                erase_entry(v);
+            }
+            e = find(key);
+            e->weight = w;
+            e->pins = 0;
+            e->cost = cost;
+            e->stamp = ++time_;
+            touch(*e);
+            return put_result::replaced;
+        }
         if (pinned_total + w > capacity_) {
             log.emplace_back(key, eviction_reason::rejected);
             return put_result::rejected;
@@ -91,8 +112,7 @@ public:
             erase_entry(v);
         }
         if (!admit_first) add(n);
-        if (!kept) return put_result::rejected;
-        return replaced;
+        return kept ? put_result::inserted : put_result::rejected;
     }
     bool erase(int key) {
         if (find(key) == nullptr) return false;
@@ -334,6 +354,21 @@ TEST(CacheCore, ByteBudgetWithObjectsLargerThanTheBudget) {
     EXPECT_EQ(c.stats().evicted(eviction_reason::rejected), 1u);
 }
 
+TEST(CacheCore, ReplacingAValueKeepsItsFrequency) {
+    // a: 4 accesses, b: 2. Replacing a's value is a fifth access, not a fresh entry with one:
+    // the next insertion evicts b (an LFU that forgot a's history would evict a).
+    frugal::lfu_cache<char, int> c(2);
+    c.put('a', 1);
+    for (int i = 0; i < 3; ++i) (void)c.get('a');
+    c.put('b', 1);
+    (void)c.get('b');
+    EXPECT_EQ(c.put('a', 2), put_result::replaced);
+    c.put('c', 1);
+    EXPECT_TRUE(c.contains('a'));
+    EXPECT_FALSE(c.contains('b'));
+    EXPECT_EQ(*c.peek('a'), 2);
+}
+
 TEST(CacheCore, StatisticsCountHitsMissesAndBytes) {
     auto weigh = [](const int&, const int& v) { return static_cast<std::size_t>(v); };
     frugal::lfu_cache<int, int, decltype(weigh)> c(100, weigh);
@@ -411,6 +446,36 @@ TEST(WTinyLfu, ResistsACyclicScanLargerThanTheCache) {
         }
     EXPECT_EQ(l.stats().hits, 0u);
     EXPECT_GT(t.stats().hit_ratio(), 0.4);
+}
+
+TEST(WTinyLfu, AdaptiveWindowFollowsTheHillClimbingRule) {
+    // Capacity 100: samples of 1000 requests (hits, or admissions after a miss), steps of 6.25
+    // entries. The expected window sizes follow the documented rule by hand.
+    frugal::basic_cache<int, int, frugal::adaptive_wtinylfu_policy> c(100);
+    int next = 1000;
+    auto sample = [&](int hits_per_2) {  // 1000 requests, hits_per_2 of every 2 are hits of key 0
+        for (int i = 0; i < 1000; ++i) {
+            if (i % 2 < hits_per_2) {
+                ASSERT_NE(c.get(0), nullptr);
+            } else {
+                c.put(next++, 0);
+            }
+        }
+    };
+    EXPECT_EQ(c.policy().window_capacity(), 1u);
+    c.put(0, 0);
+    for (int i = 0; i < 999; ++i) ASSERT_NE(c.get(0), nullptr);
+    EXPECT_EQ(c.policy().window_capacity(), 7u) << "hit ratio up from 0: grow by 6.25";
+    sample(0);
+    EXPECT_EQ(c.policy().window_capacity(), 1u) << "down by ~1: reverse, shrink by 6.25 (clamped at 1)";
+    sample(2);
+    EXPECT_EQ(c.policy().window_capacity(), 1u) << "up: keep shrinking (clamped)";
+    sample(1);
+    EXPECT_EQ(c.policy().window_capacity(), 7u) << "down by 0.5: reverse, grow by 6.25";
+    sample(1);
+    EXPECT_EQ(c.policy().window_capacity(), 13u) << "unchanged: keep growing by 6.25, the step decays to 6.125";
+    sample(1);
+    EXPECT_EQ(c.policy().window_capacity(), 19u) << "unchanged: keep growing by 6.125 (19.625)";
 }
 
 }  // namespace

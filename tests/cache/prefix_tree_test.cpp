@@ -120,15 +120,17 @@ std::map<seq, int> contents_of(frugal::prefix_tree<int, int, Policy>& tree, cons
     return c;
 }
 
+// Budget 60: a handful of nodes, constant eviction. Budget 1500 over 8 chunk ids: hundreds
+// of nodes, so the node index grows, rehashes and reuses erased slots many times.
 template <class Policy>
-void run_against_reference(std::uint32_t seed) {
-    SCOPED_TRACE(testing::Message() << "seed " << seed);
-    frugal::prefix_tree<int, int, Policy> tree(frugal::memory_budget(60));
-    reference_tree<Policy> ref(60);
+void run_against_reference(std::uint32_t seed, std::size_t budget = 60, int chunk_ids = 4) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed << " budget " << budget);
+    frugal::prefix_tree<int, int, Policy> tree{frugal::memory_budget(budget)};
+    reference_tree<Policy> ref(budget);
     std::vector<int> log;
     tree.set_eviction_callback([&](const int&, int& handle, std::size_t) { log.push_back(handle); });
     std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> chunk(0, 3), len(1, 6), bytes(1, 12), op(0, 9);
+    std::uniform_int_distribution<int> chunk(0, chunk_ids - 1), len(1, 6), bytes(1, 12), op(0, 9);
     int next_handle = 0;
     std::vector<std::pair<typename frugal::prefix_tree<int, int, Policy>::prefix_match, std::vector<seq>>> held;
     std::vector<seq> seen;
@@ -179,12 +181,15 @@ void run_against_reference(std::uint32_t seed) {
 
 TEST(PrefixTree, LfuMatchesReference) {
     for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_lfu>(s);
+    run_against_reference<frugal::tree_lfu>(5, 1500, 8);
 }
 TEST(PrefixTree, LruMatchesReference) {
     for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_lru>(s);
+    run_against_reference<frugal::tree_lru>(5, 1500, 8);
 }
 TEST(PrefixTree, GdsfMatchesReference) {
     for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_gdsf>(s);
+    run_against_reference<frugal::tree_gdsf>(5, 1500, 8);
 }
 
 TEST(PrefixTree, PinnedPrefixSurvivesAndOnlyLeavesAreEvicted) {

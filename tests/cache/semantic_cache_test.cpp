@@ -1,6 +1,8 @@
 // The QA bank against a brute-force cosine search in double precision, the Eigen scan
 // against the scalar one, and PerCache's scheduler work lists on hand-built banks.
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -74,7 +76,7 @@ TEST(SemanticCache, ExactTextTauAndEviction) {
     std::mt19937 rng(2);
     frugal::semantic_cache<std::string> bank(3, 8, 0.99);
     const auto a = random_vector(rng, 8), b = random_vector(rng, 8);
-    const auto id = bank.insert("what is my flight time", a);
+    const auto id = *bank.insert("what is my flight time", a);
     auto exact = bank.lookup("what is my flight time", b);  // different embedding, same text
     ASSERT_TRUE(exact);
     EXPECT_TRUE(exact->exact);
@@ -102,6 +104,79 @@ TEST(SemanticCache, ExactTextTauAndEviction) {
     EXPECT_FALSE(bank.set_answer(1, "gone"));
 }
 
+// The byte-budgeted bank against a brute-force model: a list of (text, bytes) in LRU order,
+// bytes = 4 x dim + query + answer, every eviction the front of the list, an entry larger
+// than the whole budget refused, setting an answer a replacement (one access, regrown).
+TEST(SemanticCache, ByteBudgetMatchesBruteForceLru) {
+    constexpr std::size_t dim = 4, budget = 400;
+    struct model_entry {
+        std::string text;
+        std::size_t bytes;
+    };
+    std::vector<model_entry> model;  // least recently used first
+    auto model_bytes = [&] {
+        std::size_t t = 0;
+        for (auto& e : model) t += e.bytes;
+        return t;
+    };
+    auto model_find = [&](const std::string& t) {
+        return std::find_if(model.begin(), model.end(), [&](const model_entry& e) { return e.text == t; });
+    };
+    // Adds (or re-adds) `text` as most recent after making room; false when refused.
+    auto model_admit = [&](const std::string& text, std::size_t bytes) {
+        if (bytes > budget) return false;
+        while (model_bytes() + bytes > budget) model.erase(model.begin());
+        model.push_back({text, bytes});
+        return true;
+    };
+
+    frugal::semantic_cache<std::string> bank(frugal::memory_budget(budget), dim, 0.999);
+    std::map<std::string, frugal::semantic_cache<std::string>::entry_id> ids;
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> text_of(0, 11), length(0, 420), op(0, 9);
+    int refused = 0;
+    for (int step = 0; step < 3000; ++step) {
+        const std::string text = "q" + std::to_string(text_of(rng));
+        const auto vector = random_vector(rng, dim);
+        const int o = op(rng);
+        if (o < 4) {  // insert, replacing any entry with the same text
+            const std::string answer(static_cast<std::size_t>(length(rng)), 'a');
+            const std::size_t bytes = 4 * dim + text.size() + answer.size();
+            if (auto it = model_find(text); it != model.end()) model.erase(it);
+            const bool admitted = model_admit(text, bytes);
+            refused += !admitted;
+            const auto id = bank.insert(text, vector, answer);
+            ASSERT_EQ(id.has_value(), admitted) << "step " << step;
+            if (id) ids[text] = *id;
+        } else if (o < 7) {  // exact-text lookup: a hit is an access
+            auto it = model_find(text);
+            const bool hit = it != model.end();
+            if (hit) {
+                const model_entry e = *it;
+                model.erase(it);
+                model.push_back(e);
+            }
+            ASSERT_EQ(bank.lookup(text, vector).has_value(), hit) << "step " << step;
+        } else if (ids.count(text)) {  // set a new answer: the entry is replaced, regrown
+            const std::string answer(static_cast<std::size_t>(length(rng)) * 2, 'b');
+            auto it = model_find(text);
+            bool stored = false;
+            if (it != model.end()) {
+                model.erase(it);
+                stored = model_admit(text, 4 * dim + text.size() + answer.size());
+            }
+            refused += it != model.end() && !stored;
+            ASSERT_EQ(bank.set_answer(ids[text], answer), stored) << "step " << step;
+        }
+        ASSERT_EQ(bank.weight(), model_bytes()) << "step " << step;
+        ASSERT_LE(bank.weight(), budget);
+        ASSERT_EQ(bank.size(), model.size());
+    }
+    for (const auto& e : model) EXPECT_TRUE(bank.lookup(e.text, random_vector(rng, dim))) << e.text;
+    EXPECT_GT(refused, 10) << "answers up to 420 and 840 bytes: some entries exceed the 400-byte budget";
+    EXPECT_GT(bank.stats().evicted(frugal::eviction_reason::capacity), 100u);
+}
+
 TEST(PerCacheScheduler, PopulationStrategyFollowsTheCutoff) {
     EXPECT_EQ(frugal::choose_population(0.90, 0.88), frugal::population_strategy::prefill_only);
     EXPECT_EQ(frugal::choose_population(0.85, 0.88), frugal::population_strategy::prefill_and_decode);
@@ -113,9 +188,9 @@ TEST(PerCacheScheduler, ConversionAndRefreshWorkLists) {
     using bank_type = frugal::semantic_cache<std::string, std::uint32_t>;
     bank_type bank(10, 2, 0.9);
     const std::vector<float> x{1, 0}, y{0, 1}, xy{1, 1};
-    const auto q0 = bank.insert("q0", x, std::nullopt, {1, 2}, 0.8f);
-    const auto q1 = bank.insert("q1", y, std::string("a1"), {1, 3}, 0.95f);
-    const auto q2 = bank.insert("q2", xy, std::nullopt, {4}, 2.0f);
+    const auto q0 = *bank.insert("q0", x, std::nullopt, {1, 2}, 0.8f);
+    const auto q1 = *bank.insert("q1", y, std::string("a1"), {1, 3}, 0.95f);
+    const auto q2 = *bank.insert("q2", xy, std::nullopt, {4}, 2.0f);
     EXPECT_EQ(frugal::decode_worklist(bank), (std::vector<bank_type::entry_id>{q0, q2}));
 
     // Knowledge bank holds chunk sequence {1, 2} only, 10 of 16 bytes used, 4 bytes per chunk.

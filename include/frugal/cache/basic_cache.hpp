@@ -289,6 +289,13 @@ public:
     /// Inserts `key` or replaces its value, then evicts by the policy until the weight fits.
     /// `cost` is the miss cost used by cost-aware policies (GDSF); others ignore it. A pinned
     /// key cannot be replaced (its value is in use): that throws.
+    ///
+    /// A replacement keeps the entry's history and counts as one access: LRU makes it the most
+    /// recent, LFU adds one to its frequency, LFUDA/GDSF add one and recompute the priority
+    /// with the new cost and weight, W-TinyLFU keeps its segment (a probation entry is
+    /// promoted) and counts it in the sketch. Room for a heavier value is made among the other
+    /// entries; a value that cannot fit beside the pinned ones removes the entry (the old
+    /// value `replaced`) and is refused (`rejected`).
     template <class K, class V>
     put_result put(K&& key, V&& value, double cost = 1.0) {
         const std::size_t h = hash_of(key);
@@ -298,13 +305,26 @@ public:
                          " pins); release it before replacing its value");
             policy_.remove(*n);
             weight_ -= n->weight;
-            index_.erase(*n);
             notify(n->key, n->value, eviction_reason::replaced);
-            destroy(n);
-            // Fall through: a replacement is an insertion that keeps nothing of the old entry
-            // but the policy's frequency record, which sketch-based policies keep by key hash.
-            const auto r = insert_new(std::forward<K>(key), std::forward<V>(value), w, h, cost);
-            return r == put_result::inserted ? put_result::replaced : r;
+            if (pinned_weight_ + w > capacity_) {
+                index_.erase(*n);
+                destroy(n);
+                Value v(std::forward<V>(value));
+                notify(key, v, eviction_reason::rejected);
+                return put_result::rejected;
+            }
+            try {
+                n->value = std::forward<V>(value);
+            } catch (...) {
+                index_.erase(*n);
+                destroy(n);
+                throw;
+            }
+            n->weight = w;
+            evict_to_fit(w, nullptr);  // the entry is outside the policy: never its own victim
+            weight_ += w;
+            policy_.replace(*n, cost);
+            return put_result::replaced;
         }
         const auto r = insert_new(std::forward<K>(key), std::forward<V>(value), w, h, cost);
         if (r == put_result::inserted) ++stats_.insertions;

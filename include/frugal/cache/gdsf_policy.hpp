@@ -36,6 +36,11 @@ struct aging_policy {
         }
         void remove(Node& n) noexcept { buckets_.erase(n); }
         void reattach(Node& n) { buckets_.insert(n, priority(n)); }
+        void replace(Node& n, double cost) {  // one more access, the new cost and weight
+            ++n.frequency;
+            n.cost = cost;
+            buckets_.insert(n, priority(n));
+        }
         void evict(Node& n) noexcept {
             clock_ = buckets_.priority_of(n);
             buckets_.erase(n);

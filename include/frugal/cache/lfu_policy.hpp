@@ -34,6 +34,7 @@ struct lfu_policy {
         }
         void remove(Node& n) noexcept { buckets_.erase(n); }
         void reattach(Node& n) { buckets_.insert(n, n.frequency); }
+        void replace(Node& n, double /*cost*/) { buckets_.insert(n, ++n.frequency); }  // one more access
         void evict(Node& n) noexcept { buckets_.erase(n); }
         [[nodiscard]] Node* victim() noexcept { return buckets_.front(); }
         void set_capacity(std::size_t) noexcept {}

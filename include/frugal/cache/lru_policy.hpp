@@ -62,6 +62,7 @@ struct lru_policy {
         void touch(Node& n) noexcept { list_.move_to_back(n); }
         void remove(Node& n) noexcept { list_.erase(n); }
         void reattach(Node& n) noexcept { list_.push_back(n); }
+        void replace(Node& n, double /*cost*/) noexcept { list_.push_back(n); }  // most recent
         void evict(Node& n) noexcept { list_.erase(n); }
         [[nodiscard]] Node* victim() noexcept { return list_.front(); }
         void set_capacity(std::size_t) noexcept {}

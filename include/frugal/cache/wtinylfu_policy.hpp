@@ -19,11 +19,18 @@ namespace frugal {
 /// `count_min_sketch`, or any `Sketch` with increment/estimate on hashes) is higher. The main
 /// region is a segmented LRU (20% probation, 80% protected). Scan resistant: a cyclic scan
 /// larger than the cache keeps most of the main region instead of LRU's 0% hits.
+///
+/// With `Adaptive`, the window size is tuned online by hill climbing on the hit ratio, as
+/// Caffeine does: every sample of 10 x capacity requests (at least 1000), the window moves by
+/// a step (6.25% of the capacity at first) in the direction that last raised the hit ratio,
+/// reverses when it fell, and the step decays by 0.98 per sample unless the hit ratio moved
+/// by 5 points or more (then it restarts at 6.25%). The window stays within [1, capacity - 1].
 /// @code
 /// frugal::wtinylfu_cache<std::uint64_t, int> c(1000);
 /// frugal::basic_cache<int, int, frugal::wtinylfu_policy<>> d(1000, {}, {}, {}, 0.05);  // 5% window
+/// frugal::basic_cache<int, int, frugal::adaptive_wtinylfu_policy> e(1000);           // hill climbing
 /// @endcode
-template <class Sketch = count_min_sketch>
+template <class Sketch = count_min_sketch, bool Adaptive = false>
 struct wtinylfu_policy {
     /// The newcomer joins the window before the eviction that makes room for it.
     static constexpr bool admits_before_eviction = true;
@@ -39,13 +46,16 @@ struct wtinylfu_policy {
             FRUGAL_CHECK(window_fraction > 0.0 && window_fraction < 1.0,
                          "wtinylfu_policy: window fraction ", window_fraction, " is outside (0, 1)");
             set_limits(capacity);
+            step_ = 0.0625 * static_cast<double>(capacity);  // the first move grows the window
         }
         void admit(Node& n, double /*cost*/) {
+            if constexpr (Adaptive) record(false);
             sketch_.increment(n.hash);
             n.where = segment::window;
             window_.push_back(n);
         }
         void touch(Node& n) {
+            if constexpr (Adaptive) record(true);
             sketch_.increment(n.hash);
             switch (n.where) {
                 case segment::window: window_.move_to_back(n); break;
@@ -65,6 +75,10 @@ struct wtinylfu_policy {
         }
         void remove(Node& n) noexcept { list(n.where).erase(n); }
         void reattach(Node& n) noexcept { list(n.where).push_back(n); }
+        void replace(Node& n, double /*cost*/) {  // back in its segment, then one access
+            list(n.where).push_back(n);
+            touch(n);
+        }
         void evict(Node& n) noexcept { remove(n); }
 
         /// Moves window overflow into the main region while it has room; then the loser of
@@ -89,22 +103,52 @@ struct wtinylfu_policy {
         }
         void set_capacity(std::size_t capacity) { set_limits(capacity); }
         [[nodiscard]] const Sketch& sketch() const noexcept { return sketch_; }
+        /// Current window size in capacity units (moves with `Adaptive`).
+        [[nodiscard]] std::size_t window_capacity() const noexcept { return window_max_; }
 
     private:
         void set_limits(std::size_t capacity) {
-            window_max_ = std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<double>(capacity) * window_fraction_));
-            main_max_ = capacity > window_max_ ? capacity - window_max_ : 0;
+            capacity_ = capacity;
+            window_size_ = std::max(1.0, static_cast<double>(capacity) * window_fraction_);
+            apply_window();
+        }
+        void apply_window() {
+            window_max_ = static_cast<std::size_t>(window_size_);
+            main_max_ = capacity_ > window_max_ ? capacity_ - window_max_ : 0;
             protected_max_ = static_cast<std::size_t>(static_cast<double>(main_max_) * 0.8);
+        }
+        // Hill climbing: one request (a hit or a miss followed by an admission) per call.
+        void record(bool hit) {
+            sample_hits_ += hit ? 1 : 0;
+            const auto sample = std::max<std::uint64_t>(1000, 10 * static_cast<std::uint64_t>(capacity_));
+            if (++sample_requests_ < sample) return;
+            const double rate = static_cast<double>(sample_hits_) / static_cast<double>(sample_requests_);
+            const double change = rate - previous_rate_;
+            const double amount = change >= 0 ? step_ : -step_;
+            const double restart = 0.0625 * static_cast<double>(capacity_);
+            step_ = std::abs(change) >= 0.05 ? (amount >= 0 ? restart : -restart) : 0.98 * amount;
+            previous_rate_ = rate;
+            sample_hits_ = sample_requests_ = 0;
+            window_size_ = std::clamp(window_size_ + amount, 1.0, std::max(1.0, static_cast<double>(capacity_) - 1.0));
+            apply_window();
         }
         detail::recency_list<Node>& list(segment s) noexcept {
             return s == segment::window ? window_ : s == segment::probation ? probation_ : protected_;
         }
-        double window_fraction_;
-        std::size_t window_max_ = 0, main_max_ = 0, protected_max_ = 0;
+        double window_fraction_, window_size_ = 1;
+        std::size_t capacity_ = 0, window_max_ = 0, main_max_ = 0, protected_max_ = 0;
+        std::uint64_t sample_hits_ = 0, sample_requests_ = 0;  // hill climbing (Adaptive)
+        double previous_rate_ = 0, step_ = 0;
         Sketch sketch_;
         detail::recency_list<Node> window_, probation_, protected_;
     };
 };
+
+/// W-TinyLFU whose window size is tuned by hill climbing on the hit ratio (see `wtinylfu_policy`).
+/// @code
+/// frugal::basic_cache<int, int, frugal::adaptive_wtinylfu_policy> c(1000);
+/// @endcode
+using adaptive_wtinylfu_policy = wtinylfu_policy<count_min_sketch, true>;
 
 /// A W-TinyLFU cache of `capacity` weight units (entries by default).
 /// @code
