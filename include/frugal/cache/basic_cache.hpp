@@ -300,32 +300,7 @@ public:
     put_result put(K&& key, V&& value, double cost = 1.0) {
         const std::size_t h = hash_of(key);
         const std::size_t w = weigher_(std::as_const(key), std::as_const(value));
-        if (node_type* n = index_.find(key, h)) {
-            FRUGAL_CHECK(n->pins == 0, "basic_cache::put: the key is pinned (", n->pins,
-                         " pins); release it before replacing its value");
-            policy_.remove(*n);
-            weight_ -= n->weight;
-            notify(n->key, n->value, eviction_reason::replaced);
-            if (pinned_weight_ + w > capacity_) {
-                index_.erase(*n);
-                destroy(n);
-                Value v(std::forward<V>(value));
-                notify(key, v, eviction_reason::rejected);
-                return put_result::rejected;
-            }
-            try {
-                n->value = std::forward<V>(value);
-            } catch (...) {
-                index_.erase(*n);
-                destroy(n);
-                throw;
-            }
-            n->weight = w;
-            evict_to_fit(w, nullptr);  // the entry is outside the policy: never its own victim
-            weight_ += w;
-            policy_.replace(*n, cost);
-            return put_result::replaced;
-        }
+        if (node_type* n = index_.find(key, h)) return replace_value(*n, std::forward<V>(value), w, cost);
         const auto r = insert_new(std::forward<K>(key), std::forward<V>(value), w, h, cost);
         if (r == put_result::inserted) ++stats_.insertions;
         return r;
@@ -407,6 +382,35 @@ private:
         stats_.bytes_hit += n->weight;
         if (n->pins == 0) policy_.touch(*n);
         return n;
+    }
+
+    // put's replacement path, apart from the lookup-and-insert path that a get/put loop takes.
+    template <class V>
+    put_result replace_value(node_type& n, V&& value, std::size_t w, double cost) {
+        FRUGAL_CHECK(n.pins == 0, "basic_cache::put: the key is pinned (", n.pins,
+                     " pins); release it before replacing its value");
+        policy_.remove(n);
+        weight_ -= n.weight;
+        notify(n.key, n.value, eviction_reason::replaced);
+        if (pinned_weight_ + w > capacity_) {
+            Value v(std::forward<V>(value));
+            notify(n.key, v, eviction_reason::rejected);
+            index_.erase(n);
+            destroy(&n);
+            return put_result::rejected;
+        }
+        try {
+            n.value = std::forward<V>(value);
+        } catch (...) {
+            index_.erase(n);
+            destroy(&n);
+            throw;
+        }
+        n.weight = w;
+        evict_to_fit(w, nullptr);  // the entry is outside the policy: never its own victim
+        weight_ += w;
+        policy_.replace(n, cost);
+        return put_result::replaced;
     }
 
     template <class K, class V>
