@@ -511,7 +511,7 @@ private:
 
     // Speculative retrieval (4.3) from the partial text of a generation whose plain edge
     // leads to a retrieval node, when the CPU side is under-used.
-    void maybe_speculate_retrieval(live& l, std::size_t& cpu_load) {
+    void maybe_speculate_retrieval([[maybe_unused]] live& l, [[maybe_unused]] std::size_t& cpu_load) {
         if constexpr (ordered) {
             if (!wavefront() || !opt_.speculate_retrieval || !l.gen.active || l.gen.speculative || l.ret.active ||
                 cpu_load >= opt_.speculate_retrieval_below || l.gen.steps >= l.gen.length ||
@@ -533,9 +533,6 @@ private:
             begin_retrieval(l, to, query, true);
             ++cpu_load;
             ++stats_.retrieval_speculations;
-        } else {
-            (void)l;
-            (void)cpu_load;
         }
     }
 
