@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <frugal/prune/dispersion.hpp>
@@ -147,6 +149,47 @@ TEST(Kmeans1d, MatchesQuadraticDynamicProgrammeOnLargerPools) {
         const auto head_best = quadratic_dp_sse(head, 5);
         km.fit(std::span<const double>(head), 5);
         for (std::size_t k = 1; k <= 5; ++k) EXPECT_NEAR(km.sse(k), head_best[k], 1e-9 * (1.0 + head_best[1]));
+    }
+}
+
+TEST(Kmeans1d, FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
+    // Float scores take the counting sort: check order() against a stable sort and the
+    // DP (its swept short stretches included) against the O(k n^2) oracle, on shapes that
+    // give the sort's buckets collisions, signed zeros and negative values, and on pools
+    // packed next to a huge outlier, which the insertion pass hands to pdqsort.
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal;
+    std::uniform_real_distribution<float> uniform;
+    for (int shape = 0; shape < 5; ++shape) {
+        const std::size_t n = shape == 4 ? 1000 : 300;
+        std::vector<float> x(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            switch (shape) {
+            case 0: x[i] = uniform(rng); break;
+            case 1: x[i] = 0.15f + 0.2f * float(i % 4) + 0.05f * normal(rng); break;
+            case 2: x[i] = float(int(uniform(rng) * 5.0f)) - 2.0f; break;           // ties, negatives
+            case 3: x[i] = (i % 2 ? -0.0f : 0.0f) + (i % 7 == 0 ? 1.0f : 0.0f); break;  // signed zeros
+            default: x[i] = i == 0 ? 1e6f : 1.0f + 1e-3f * uniform(rng); break;   // packed + outlier
+            }
+        }
+        kmeans1d km;
+        km.fit(std::span<const float>(x), 8);
+        std::vector<std::uint32_t> expected(n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] = static_cast<std::uint32_t>(i);
+        // by value, then by position (signed zeros compare equal); not std::stable_sort, whose
+        // nothrow buffer this binary's counting operator delete does not pair with
+        std::sort(expected.begin(), expected.end(), [&](std::uint32_t a, std::uint32_t b) {
+            return x[a] < x[b] || (x[a] == x[b] && a < b);
+        });
+        const auto order = km.order();
+        ASSERT_TRUE(std::equal(order.begin(), order.end(), expected.begin())) << "shape " << shape;
+        if (shape == 4) continue;  // an outlier of 1e6 leaves the small clusters' costs below rounding
+        const auto best = quadratic_dp_sse(std::vector<double>(x.begin(), x.end()), 8);
+        for (std::size_t k = 1; k <= 8; ++k) {
+            const double tol = 1e-9 * (1.0 + best[1]);
+            EXPECT_NEAR(km.sse(k), best[k], tol) << "shape " << shape << " k " << k;
+            EXPECT_NEAR(km.clustering(k).sse, best[k], tol) << "shape " << shape << " k " << k;
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <numeric>
@@ -68,7 +69,7 @@ void finish_kmeans_result(std::span<const T> scores, std::size_t k, kmeans1d_res
 /// sorted scores (Wang and Song's Ckmeans.1d.dp): D[k][i] = min_j D[k-1][j-1] + SSE(j..i),
 /// with row minima found by divide and conquer over the monotone argmin (O(k_max n log n));
 /// a stretch of ends whose optimal split is pinned by its neighbours is filled without a
-/// search. SSEs come from double prefix sums of scores shifted by their median, so large
+/// search, and short stretches are swept eight ends at a time, one SIMD lane per end. SSEs come from double prefix sums of scores shifted by their median, so large
 /// offsets (logits around 1e4) do not cancel; among candidate splits whose costs agree to
 /// 2^-40 (relative), below that rounding, any may be chosen. The object is its own
 /// workspace: refitting pools no larger (n and k_max) than an earlier one allocates nothing,
@@ -87,7 +88,7 @@ public:
     void fit(std::span<const T> scores, std::size_t k_max) {
         detail::check_kmeans_input(scores, "kmeans1d");
         FRUGAL_CHECK(k_max > 0, "kmeans1d: k_max must be at least 1");
-        FRUGAL_CHECK(scores.size() < std::numeric_limits<std::uint32_t>::max() - pad, "kmeans1d: ",
+        FRUGAL_CHECK(scores.size() < std::numeric_limits<std::uint32_t>::max() - table_pad, "kmeans1d: ",
                      scores.size(), " scores exceed the 32-bit index range");
         n_ = scores.size();
         k_max_ = std::min(k_max, n_);
@@ -199,9 +200,19 @@ public:
     }
 
 private:
-    /// Lanes of the masked whole-vector row search, and so the entries it may read past the
-    /// end of the tables (4: one AVX2 vector of doubles; 8 and 16 measured slower).
-    static constexpr std::size_t pad = 4;
+    /// Lanes of the masked whole-vector row search (4: one AVX2 vector of doubles; 8 and 16
+    /// measured slower).
+    static constexpr std::size_t row_lanes = 4;
+    /// Ends per sweep group: two AVX2 vectors of doubles, one lane per end.
+    static constexpr std::size_t sweep_lanes = 8;
+    /// Entries past the end of the prefix sums and the reciprocal table that the row searches
+    /// may read (masked or discarded lanes).
+    static constexpr std::size_t table_pad = sweep_lanes;
+    /// Stretches of at most this many ends, whose candidate starts number at most
+    /// sweep_max_span per end, are swept instead of bisected: below that, the bisection's
+    /// per-end calls cost more than the sweep's redundant lanes (measured on 1000 scores).
+    static constexpr std::size_t sweep_max_ends = 32;
+    static constexpr std::size_t sweep_max_span = 4;
 
     void check_k(std::size_t k) const {
         FRUGAL_CHECK(n_ > 0, "kmeans1d: fit() has not been called");
@@ -217,10 +228,8 @@ private:
     }
 
     /// Fills order_ and sorted_ (ties stay in position order). Float scores sort as 64-bit
-    /// keys (order-preserving bits of the score, then the position): about twice as fast as
-    /// an indirect comparator on indices; with Boost's branchless pdqsort, whose comparisons
-    /// do not mispredict on new data (1000 fresh keys: 17 us against 31 us for std::sort on
-    /// the development machine). Wider types sort (value, position) pairs.
+    /// keys (order-preserving bits of the score, then the position) by sort_keys(); wider
+    /// types sort (value, position) pairs with Boost's pdqsort.
     template <class T>
     void sort_scores(std::span<const T> scores) {
         reserve_size(order_, n_);
@@ -232,7 +241,7 @@ private:
                 const std::uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
                 keys_[i] = (std::uint64_t{ordered} << 32) | i;
             }
-            boost::sort::pdqsort_branchless(keys_.begin(), keys_.begin() + static_cast<std::ptrdiff_t>(n_));
+            sort_keys();
             for (std::size_t p = 0; p < n_; ++p) order_[p] = static_cast<std::uint32_t>(keys_[p] & 0xffffffffu);
         } else {
             reserve_size(pairs_, n_);
@@ -243,14 +252,63 @@ private:
         for (std::size_t p = 0; p < n_; ++p) sorted_[p] = static_cast<double>(scores[order_[p]]);
     }
 
+    /// Sorts keys_[0..n): two stable counting passes on the top 16 significant bits of
+    /// key - min (the bits below the range's width are dropped), then an insertion pass that
+    /// orders keys those bits could not tell apart. On 1000 fresh scores this took half the
+    /// time of Boost's branchless pdqsort, whose comparisons mispredict on new data; Boost's
+    /// spreadsort hands inputs this small to a comparison sort. When the insertion pass has
+    /// to move keys far (scores packed into a few buckets, as around one huge outlier),
+    /// pdqsort finishes the job.
+    void sort_keys() {
+        reserve_size(sort_buffer_, n_);
+        std::uint64_t lo = keys_[0] >> 32, hi = lo;
+        for (std::size_t i = 1; i < n_; ++i) {
+            const std::uint64_t score = keys_[i] >> 32;
+            lo = std::min(lo, score);
+            hi = std::max(hi, score);
+        }
+        const int width = std::bit_width(hi - lo);
+        const int drop = width > 16 ? width - 16 : 0;
+        std::uint32_t count[2][256] = {};
+        for (std::size_t i = 0; i < n_; ++i) {
+            const std::uint64_t digits = ((keys_[i] >> 32) - lo) >> drop;
+            ++count[0][digits & 0xffu];
+            ++count[1][(digits >> 8) & 0xffu];
+        }
+        std::uint64_t* from = keys_.data();
+        std::uint64_t* to = sort_buffer_.data();
+        for (int pass = 0; pass < 2; ++pass) {
+            const int shift = drop + 8 * pass;
+            std::uint32_t start = 0;
+            for (std::uint32_t& c : count[pass]) start += std::exchange(c, start);
+            for (std::size_t i = 0; i < n_; ++i) to[count[pass][(((from[i] >> 32) - lo) >> shift) & 0xffu]++] = from[i];
+            std::swap(from, to);
+        }  // two passes: the keys are back in keys_
+        std::size_t moved = 0;
+        for (std::size_t i = 1; i < n_; ++i) {
+            const std::uint64_t key = keys_[i];
+            std::size_t j = i;
+            for (; j > 0 && keys_[j - 1] > key; --j) keys_[j] = keys_[j - 1];
+            keys_[j] = key;
+            moved += i - j;
+            if (moved > 8 * n_) {
+                boost::sort::pdqsort_branchless(keys_.begin(), keys_.begin() + static_cast<std::ptrdiff_t>(n_));
+                return;
+            }
+        }
+    }
+
     /// Prefix sums of the median-shifted sorted scores and the reciprocal table
-    /// recip_[p] = 1 / (n - p) (kept while n is unchanged), each padded with zeros.
+    /// recip_[table_pad + p] = 1 / (n - p) (kept while n is unchanged). The sums are padded
+    /// with zeros; the table on both sides with NaN: a sweep lane past the last score meets
+    /// lengths over n, and one past its end non-positive lengths, whose candidates must never
+    /// compare as a minimum.
     void prepare_tables() {
         shift_ = sorted_[n_ / 2];
-        reserve_size(sum_, n_ + 1 + pad);
-        reserve_size(sumsq_, n_ + 1 + pad);
-        reserve_size(gain_, n_ + pad);
-        reserve_size(keys_scratch_, n_ + pad);
+        reserve_size(sum_, n_ + 1 + table_pad);
+        reserve_size(sumsq_, n_ + 1 + table_pad);
+        reserve_size(gain_, n_ + table_pad);
+        reserve_size(keys_scratch_, n_ + table_pad);
         double sum = 0.0, sumsq = 0.0;  // locals: the stores cannot alias them
         sum_[0] = sumsq_[0] = 0.0;
         for (std::size_t i = 0; i < n_; ++i) {
@@ -260,18 +318,19 @@ private:
             sum_[i + 1] = sum;
             sumsq_[i + 1] = sumsq;
         }
-        // the padding is read by masked lanes only; keep it finite
-        std::fill_n(sum_.begin() + static_cast<std::ptrdiff_t>(n_ + 1), pad, 0.0);
-        std::fill_n(gain_.begin() + static_cast<std::ptrdiff_t>(n_), pad, 0.0);
+        // the padding is read by masked or discarded lanes only; keep it finite
+        std::fill_n(sum_.begin() + static_cast<std::ptrdiff_t>(n_ + 1), table_pad, 0.0);
+        std::fill_n(sumsq_.begin() + static_cast<std::ptrdiff_t>(n_ + 1), table_pad, 0.0);
+        std::fill_n(gain_.begin() + static_cast<std::ptrdiff_t>(n_), table_pad, 0.0);
         if (recip_n_ != n_) {
-            recip_.assign(n_ + pad, 0.0);
-            for (std::size_t p = 0; p < n_; ++p) recip_[p] = 1.0 / static_cast<double>(n_ - p);
+            recip_.assign(n_ + 2 * table_pad, std::numeric_limits<double>::quiet_NaN());
+            for (std::size_t p = 0; p < n_; ++p) recip_[table_pad + p] = 1.0 / static_cast<double>(n_ - p);
             recip_n_ = n_;
         }
     }
 
     /// 1 / m for a cluster of m sorted scores.
-    [[nodiscard]] double inv_len(std::size_t m) const noexcept { return recip_[n_ - m]; }
+    [[nodiscard]] double inv_len(std::size_t m) const noexcept { return recip_[table_pad + n_ - m]; }
 
     /// Sum of squared deviations from the mean of sorted positions j..i (inclusive).
     [[nodiscard]] double sse_of(std::size_t j, std::size_t i) const noexcept {
@@ -295,23 +354,23 @@ private:
         const double si = sum_[i + 1], qi = sumsq_[i + 1];
         const double* s = sum_.data() + lo;
         const double* g = gain_.data() + lo;
-        const double* r = recip_.data() + (n_ - 1 - i) + lo;  // r[t] = 1 / (i - lo - t + 1)
+        const double* r = recip_.data() + table_pad + (n_ - 1 - i) + lo;  // r[t] = 1 / (i - lo - t + 1)
         const std::size_t last = hi - lo;
         constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max();
         constexpr std::int64_t rank_bits = (std::int64_t{1} << 12) - 1;
         std::int64_t best = none;
         std::size_t arg = 0;
-        if (last < pad) {  // most ranges: one vector, unrolled
-            std::int64_t keys[pad];
-            for (std::size_t t = 0; t < pad; ++t) {
+        if (last < row_lanes) {  // most ranges: one vector, unrolled
+            std::int64_t keys[row_lanes];
+            for (std::size_t t = 0; t < row_lanes; ++t) {
                 const double d = si - s[t];
                 const double v = (qi + g[t]) - d * d * r[t];
                 const std::int64_t past = -static_cast<std::int64_t>(t > last);
                 keys[t] = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0) | (past & none);
             }
-            for (std::size_t t = 0; t < pad; ++t) best = keys[t] < best ? keys[t] : best;
-            for (std::size_t t = 0; t < pad; ++t) arg = keys[t] == best ? t : arg;
-        } else if (const std::size_t count = (last + pad) / pad * pad; count <= static_cast<std::size_t>(rank_bits)) {
+            for (std::size_t t = 0; t < row_lanes; ++t) best = keys[t] < best ? keys[t] : best;
+            for (std::size_t t = 0; t < row_lanes; ++t) arg = keys[t] == best ? t : arg;
+        } else if (const std::size_t count = (last + row_lanes) / row_lanes * row_lanes; count <= static_cast<std::size_t>(rank_bits)) {
             for (std::size_t t = 0; t < count; ++t) {
                 const double d = si - s[t];
                 const double v = (qi + g[t]) - d * d * r[t];
@@ -339,6 +398,61 @@ private:
         split_[k * n_ + i] = static_cast<std::uint32_t>(lo + arg);
     }
 
+    /// Row k for the ends imin..imax (a short stretch), whose optimal starts lie in jmin..jmax,
+    /// in groups of sweep_lanes consecutive ends: each candidate start of a group is tried for
+    /// all its ends at once, one lane per end, so the search keeps no per-end branches or
+    /// calls, and each group starts at the argmin of the group before (the argmin is
+    /// monotone). Lanes run from the group's last end down, so that consecutive lanes read
+    /// consecutive entries of recip_; lanes whose cluster would be empty read its NaN padding
+    /// and never win. The lane's constant sumsq[i + 1] is added after the search. Written
+    /// with GCC/Clang vector types: GCC does not vectorise this lane-per-end loop from scalar
+    /// code (it ran slower than the bisection), and the core library takes no SIMD dependency.
+    void sweep_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
+        using vec = double __attribute__((vector_size(4 * sizeof(double))));
+        using mask = std::int64_t __attribute__((vector_size(4 * sizeof(double))));
+        constexpr std::size_t vectors = sweep_lanes / 4;
+        double* cost = cost_.data() + k * n_;
+        std::uint32_t* split = split_.data() + k * n_;
+        std::size_t lo = jmin;
+        for (std::size_t first = imin; first <= imax; first += sweep_lanes) {
+            const std::size_t last = first + sweep_lanes - 1;  // lane t of vector v: end last - 4v - t
+            vec s_end[vectors], best[vectors];
+            mask arg[vectors];
+            for (std::size_t v = 0; v < vectors; ++v) {
+                const double* s = sum_.data() + last - 4 * v - 2;
+                s_end[v] = vec{s[3], s[2], s[1], s[0]};
+                best[v] = vec{} + std::numeric_limits<double>::max();
+                arg[v] = mask{} + static_cast<std::int64_t>(lo);
+            }
+            const std::size_t hi = std::min(jmax, last);
+            for (std::size_t j = lo; j <= hi; ++j) {
+                const double s_start = sum_[j], g = gain_[j];
+                const mask start = mask{} + static_cast<std::int64_t>(j);
+                for (std::size_t v = 0; v < vectors; ++v) {
+                    vec inv;  // lane t: 1 / (last - 4v - t - j + 1), at table_pad + n - that length
+                    std::memcpy(&inv, recip_.data() + (table_pad + n_ + j + 4 * v) - (last + 1), sizeof inv);
+                    const vec d = s_end[v] - s_start;
+                    const vec c = g - d * d * inv;
+                    const mask better = c <= best[v];  // ties: the later start, as row_minimum
+                    best[v] = better ? c : best[v];
+                    arg[v] = better ? start : arg[v];
+                }
+            }
+            const std::size_t ends = std::min(sweep_lanes, imax - first + 1);
+            for (std::size_t v = 0; v < vectors; ++v) {
+                const double* q = sumsq_.data() + last - 4 * v - 2;
+                const vec c = vec{q[3], q[2], q[1], q[0]} + best[v];
+                for (std::size_t t = 0; t < 4; ++t) {
+                    const std::size_t e = sweep_lanes - 1 - 4 * v - t;  // end first + e
+                    if (e >= ends) continue;
+                    cost[first + e] = c[t] > 0.0 ? c[t] : 0.0;
+                    split[first + e] = static_cast<std::uint32_t>(arg[v][t]);
+                }
+            }
+            lo = split[first + ends - 1];
+        }
+    }
+
     /// Row k of the DP for ends imin..imax, whose optimal last-cluster start lies in jmin..jmax.
     void fill_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
         FRUGAL_ASSERT(imin <= imax);
@@ -352,6 +466,10 @@ private:
             }
             return;
         }
+        if (imax - imin < sweep_max_ends && jmax - jmin <= sweep_max_span * (imax - imin + 1)) {
+            sweep_row(k, imin, imax, jmin, jmax);
+            return;
+        }
         const std::size_t i = imin + (imax - imin) / 2;
         row_minimum(k, i, jmin, std::min(jmax, i));
         const std::size_t arg = split_[k * n_ + i];
@@ -362,7 +480,7 @@ private:
     std::size_t n_ = 0, k_max_ = 0, recip_n_ = 0;
     double shift_ = 0.0;
     std::vector<std::uint32_t> order_;
-    std::vector<std::uint64_t> keys_;
+    std::vector<std::uint64_t> keys_, sort_buffer_;
     std::vector<std::pair<double, std::uint32_t>> pairs_;
     std::vector<double> sorted_, sum_, sumsq_, recip_;
     std::vector<double> gain_;              // D[k-1][j-1] - sumsq[j] for the row being solved
