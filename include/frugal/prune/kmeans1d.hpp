@@ -69,8 +69,9 @@ void finish_kmeans_result(std::span<const T> scores, std::size_t k, kmeans1d_res
 /// sorted scores (Wang and Song's Ckmeans.1d.dp): D[k][i] = min_j D[k-1][j-1] + SSE(j..i),
 /// with row minima found by divide and conquer over the monotone argmin (O(k_max n log n));
 /// a stretch of ends whose optimal split is pinned by its neighbours is filled without a
-/// search, and short stretches are swept eight ends at a time, one SIMD lane per end. SSEs come from double prefix sums of scores shifted by their median, so large
-/// offsets (logits around 1e4) do not cancel; among candidate splits whose costs agree to
+/// search, and short stretches are swept eight ends at a time, one SIMD lane per end. SSEs
+/// come from double prefix sums of scores shifted by their median, so large offsets (logits
+/// around 1e4) do not cancel; among candidate splits whose costs agree to
 /// 2^-40 (relative), below that rounding, any may be chosen. The object is its own
 /// workspace: refitting pools no larger (n and k_max) than an earlier one allocates nothing,
 /// which the pruning hot path relies on.
@@ -205,8 +206,8 @@ private:
     static constexpr std::size_t row_lanes = 4;
     /// Ends per sweep group: two AVX2 vectors of doubles, one lane per end.
     static constexpr std::size_t sweep_lanes = 8;
-    /// Entries past the end of the prefix sums and the reciprocal table that the row searches
-    /// may read (masked or discarded lanes).
+    /// Entries past the end of the prefix sums, and on both sides of the reciprocal table,
+    /// that the row searches may read (masked or discarded lanes).
     static constexpr std::size_t table_pad = sweep_lanes;
     /// Stretches of at most this many ends, whose candidate starts number at most
     /// sweep_max_span per end, are swept instead of bisected: below that, the bisection's
@@ -404,9 +405,10 @@ private:
     /// calls, and each group starts at the argmin of the group before (the argmin is
     /// monotone). Lanes run from the group's last end down, so that consecutive lanes read
     /// consecutive entries of recip_; lanes whose cluster would be empty read its NaN padding
-    /// and never win. The lane's constant sumsq[i + 1] is added after the search. Written
-    /// with GCC/Clang vector types: GCC does not vectorise this lane-per-end loop from scalar
-    /// code (it ran slower than the bisection), and the core library takes no SIMD dependency.
+    /// and never win (IEEE comparisons: a -ffinite-math-only build may not keep this). The
+    /// lane's constant sumsq[i + 1] is added after the search. Written with GCC/Clang vector
+    /// types: GCC does not vectorise this lane-per-end loop from scalar code (it ran slower
+    /// than the bisection), and the core library takes no SIMD dependency.
     void sweep_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
         using vec = double __attribute__((vector_size(4 * sizeof(double))));
         using mask = std::int64_t __attribute__((vector_size(4 * sizeof(double))));
