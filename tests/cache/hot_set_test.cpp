@@ -16,6 +16,8 @@
 #include <frugal/cache/embedding_row_cache.hpp>
 #include <frugal/cache/hot_set.hpp>
 
+#include "frugal_test_temp.hpp"
+
 namespace {
 
 TEST(HotSet, TopGcMatchesBruteForceDecayedCounts) {
@@ -67,8 +69,7 @@ TEST(HotSet, TopGcMatchesBruteForceDecayedCounts) {
 
 class EmbeddingRows : public ::testing::Test {
 protected:
-    std::filesystem::path file = std::filesystem::temp_directory_path() /
-                                 ("frugal_rows_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".f32");
+    std::filesystem::path file = frugal::testing::temp_path_for_test("frugal_rows");
     void TearDown() override { std::filesystem::remove(file); }
     static float value(std::size_t r, std::size_t c) { return static_cast<float>(r) * 100.0f + static_cast<float>(c); }
     void write_table(std::size_t rows, std::size_t cols) {

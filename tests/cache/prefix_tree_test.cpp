@@ -13,6 +13,8 @@
 
 #include <frugal/cache/prefix_tree.hpp>
 
+#include "frugal_test_temp.hpp"
+
 namespace {
 
 using seq = std::vector<int>;
@@ -214,8 +216,7 @@ TEST(PrefixTree, PinnedPrefixSurvivesAndOnlyLeavesAreEvicted) {
 
 class PrefixTreeFiles : public ::testing::Test {
 protected:
-    std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                ("frugal_prefix_tree_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    std::filesystem::path dir = frugal::testing::temp_path_for_test("frugal_prefix_tree");
     void SetUp() override { std::filesystem::create_directories(dir); }
     void TearDown() override { std::filesystem::remove_all(dir); }
     std::string read(const std::filesystem::path& p) {

@@ -12,6 +12,7 @@
 
 #include "cache_trace.hpp"
 #include "frugal_test_data.hpp"
+#include "frugal_test_temp.hpp"
 
 namespace {
 
@@ -50,8 +51,7 @@ TEST(CacheTraces, LruMatchesTheIndependentSimulatorOnLirsTraces) {
 
 class TraceFiles : public ::testing::Test {
 protected:
-    std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                ("frugal_trace_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    std::filesystem::path dir = frugal::testing::temp_path_for_test("frugal_trace");
     void SetUp() override { std::filesystem::create_directories(dir); }
     void TearDown() override { std::filesystem::remove_all(dir); }
     std::filesystem::path write(const std::string& name, const std::string& bytes) {

@@ -21,6 +21,7 @@
 
 #include "frugal_test_data.hpp"
 #include "replay.hpp"
+#include "frugal_test_temp.hpp"
 
 namespace {
 
@@ -409,8 +410,7 @@ void expect_holds(const history_store<int>& h, const std::vector<std::vector<int
 }
 
 std::filesystem::path temp_file(const char* name) {
-    return std::filesystem::temp_directory_path() / (std::string("frugal_draft_") + name + "_" +
-                                                     std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    return frugal::testing::temp_path_for_test(std::string("frugal_draft_") + name);
 }
 
 TEST(History, SaveLoadRoundTrip) {

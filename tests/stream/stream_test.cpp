@@ -18,12 +18,12 @@
 #include <frugal/stream/io_thread.hpp>
 #include <frugal/stream/layer_window.hpp>
 
+#include "frugal_test_temp.hpp"
+
 namespace {
 
 std::filesystem::path temp_file(const std::string& name) {
-    return std::filesystem::temp_directory_path() /
-           ("frugal_stream_" + name + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            std::to_string(reinterpret_cast<std::uintptr_t>(&name)));
+    return frugal::testing::temp_path_for_test("frugal_stream_" + name);
 }
 
 // Layer i holds bytes (i * 31 + b) mod 251, layer sizes vary.
