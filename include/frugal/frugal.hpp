@@ -10,6 +10,7 @@
 #include "frugal/core/assert.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/core/stats.hpp"

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/huge_page_allocator.hpp"
 
 namespace frugal::draft {
 
@@ -445,9 +445,10 @@ private:
         return clone;
     }
 
-    std::vector<node> meta_;
+    // The states and the text are walked at random: huge pages where the system allows
+    std::vector<node, huge_page_allocator<node>> meta_;
     std::vector<std::vector<edge>> spill_;  // transitions of the states with more than inline_edges
-    std::vector<Token> text_;
+    std::vector<Token, huge_page_allocator<Token>> text_;
     std::vector<std::uint32_t> documents_;
     std::vector<state_id> root_dense_;  // root transitions of tokens in [0, dense_limit)
     std::vector<Token> root_tokens_;    // the tokens with a dense root transition, in arrival order
