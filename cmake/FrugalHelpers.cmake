@@ -22,6 +22,20 @@ function(frugal_detect_cuda out)
   endif()
 endfunction()
 
+# frugal_backend_component(<name> HEADERS <glob> LIBRARIES <targets...>): the INTERFACE
+# target frugal_<name>, frugal::<name> here and once installed, over frugal and LIBRARIES;
+# its header set is include/frugal/backend/<name>/<glob>.
+function(frugal_backend_component name)
+  cmake_parse_arguments(ARG "" "HEADERS" "LIBRARIES" ${ARGN})
+  add_library(frugal_${name} INTERFACE)
+  add_library(frugal::${name} ALIAS frugal_${name})
+  set_target_properties(frugal_${name} PROPERTIES EXPORT_NAME ${name})
+  target_link_libraries(frugal_${name} INTERFACE frugal ${ARG_LIBRARIES})
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS
+       RELATIVE "${PROJECT_SOURCE_DIR}" "${PROJECT_SOURCE_DIR}/include/frugal/backend/${name}/${ARG_HEADERS}")
+  target_sources(frugal_${name} INTERFACE FILE_SET HEADERS BASE_DIRS include FILES ${headers})
+endfunction()
+
 # Warning flags for frugal's own targets (never imposed on consumers).
 function(frugal_target_warnings target)
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")

@@ -255,9 +255,9 @@ private:
 
     /// Sorts keys_[0..n): two stable counting passes on the top 16 significant bits of
     /// key - min (the bits below the range's width are dropped), then an insertion pass that
-    /// orders keys those bits could not tell apart. On 1000 fresh scores this took half the
-    /// time of Boost's branchless pdqsort, whose comparisons mispredict on new data; Boost's
-    /// spreadsort hands inputs this small to a comparison sort. When the insertion pass has
+    /// orders keys those bits could not tell apart: no comparison branches to mispredict on
+    /// new scores, as a comparison sort's do (Boost's spreadsort hands inputs this small to
+    /// one). When the insertion pass has
     /// to move keys far (scores packed into a few buckets, as around one huge outlier),
     /// pdqsort finishes the job.
     void sort_keys() {
