@@ -193,6 +193,36 @@ TEST(Kmeans1d, FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
     }
 }
 
+TEST(Kmeans1d, ReportedSseStaysExactBesideAHugeOutlier) {
+    // A lone score of 1e30 makes the prefix sums of squares 1e60, whose rounding alone
+    // (about 1e44) outweighs the other clusters' spread: sse(k), withinss and the BIC must
+    // still be the k - 1 optimal clusters of the ordinary scores (the O(k n^2) oracle on
+    // them) plus a zero for the outlier's own cluster. Double and float pools.
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> uniform(1.0f, 2.0f);
+    std::vector<float> small(200);
+    for (float& v : small) v = uniform(rng);
+    const auto best = quadratic_dp_sse(std::vector<double>(small.begin(), small.end()), 7);
+    std::vector<float> xf = small;
+    xf.insert(xf.begin() + 57, 1e30f);
+    const std::vector<double> xd(xf.begin(), xf.end());
+    kmeans1d from_double, from_float;
+    from_double.fit(std::span<const double>(xd), 8);
+    from_float.fit(std::span<const float>(xf), 8);
+    for (const kmeans1d* km : {&from_double, &from_float}) {
+        for (std::size_t k = 2; k <= 8; ++k) {
+            const double tol = 1e-9 * best[1];
+            EXPECT_NEAR(km->sse(k), best[k - 1], tol) << "k " << k;
+            const auto r = km->clustering(k);
+            EXPECT_NEAR(r.sse, best[k - 1], tol) << "k " << k;
+            EXPECT_EQ(r.sizes[k - 1], 1u) << "k " << k;
+            EXPECT_EQ(r.withinss[k - 1], 0.0) << "k " << k;
+            EXPECT_TRUE(std::isfinite(km->bic(k))) << "k " << k;
+        }
+        EXPECT_GE(km->select_k_bic(), 2u);
+    }
+}
+
 TEST(Kmeans1d, TwoClustersOfALargePoolMatchWelfordSplits) {
     // k = 2 over 6000 points: the single row minimum spans every split (the long-range path);
     // the oracle scans all splits with Welford's running mean and M2 from both ends.

@@ -118,10 +118,17 @@ public:
     /// Input positions in ascending score order (ties by position).
     [[nodiscard]] std::span<const std::uint32_t> order() const noexcept { return {order_.data(), n_}; }
 
-    /// Minimal total within-cluster sum of squares with exactly k clusters.
+    /// Minimal total within-cluster sum of squares with exactly k clusters: the sum of the
+    /// optimal clusters' own sums (O(k) on ordinary pools), which stay exact where the DP's
+    /// running total would not (a lone score of 1e30 beside scores near 1: its rounding alone
+    /// outweighs every other cluster's spread).
     [[nodiscard]] double sse(std::size_t k) const {
         check_k(k);
-        return cost_[(k - 1) * n_ + n_ - 1];
+        boost::container::small_vector<std::size_t, 17> bounds(k + 1);  // no allocation for k <= 16
+        boundaries(k, std::span<std::size_t>(bounds.data(), bounds.size()));
+        double total = 0.0;
+        for (std::size_t c = 0; c < k; ++c) total += cluster_sse(bounds[c], bounds[c + 1] - 1);
+        return total;
     }
 
     /// The k + 1 cluster boundaries in sorted order: cluster c holds sorted positions
@@ -153,7 +160,7 @@ public:
         for (std::size_t c = 0; c < k; ++c) {
             r.sizes[c] = bounds[c + 1] - bounds[c];
             r.centroids[c] = shift_ + (sum_[bounds[c + 1]] - sum_[bounds[c]]) / static_cast<double>(r.sizes[c]);
-            r.withinss[c] = sse_of(bounds[c], bounds[c + 1] - 1);
+            r.withinss[c] = cluster_sse(bounds[c], bounds[c + 1] - 1);
         }
         r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
         return r;
@@ -171,7 +178,7 @@ public:
         for (std::size_t c = 0; c < k; ++c) {
             const std::size_t m = bounds[c + 1] - bounds[c];
             const double dm = static_cast<double>(m);
-            const double variance = m > 1 ? sse_of(bounds[c], bounds[c + 1] - 1) / (dm - 1.0) : 0.0;
+            const double variance = m > 1 ? cluster_sse(bounds[c], bounds[c + 1] - 1) / (dm - 1.0) : 0.0;
             if (variance > 0.0) {
                 // sum of -(x - mean)^2 / (2 variance) over the cluster is -(m - 1) / 2.
                 loglik += -0.5 * (dm - 1.0) +
@@ -338,6 +345,21 @@ private:
         const double s = sum_[i + 1] - sum_[j];
         const double v = (sumsq_[i + 1] - sumsq_[j]) - s * s * inv_len(i - j + 1);
         return v > 0.0 ? v : 0.0;
+    }
+
+    /// sse_of for a cluster of the answer: where the prefix sums cancel beyond half their
+    /// precision (a cluster far from the median, whose squares swamp its spread), two passes
+    /// over its scores instead. The DP keeps the O(1) form; only the figures it reports
+    /// (sse, withinss, BIC) take this path.
+    [[nodiscard]] double cluster_sse(std::size_t j, std::size_t i) const noexcept {
+        const double v = sse_of(j, i);
+        if (v > 0x1p-26 * (sumsq_[i + 1] - sumsq_[j])) return v;
+        double mean = 0.0;
+        for (std::size_t p = j; p <= i; ++p) mean += sorted_[p];
+        mean /= static_cast<double>(i - j + 1);
+        double total = 0.0;
+        for (std::size_t p = j; p <= i; ++p) total += (sorted_[p] - mean) * (sorted_[p] - mean);
+        return total;
     }
 
     /// D[k][i] and its optimal split over last-cluster starts lo..hi (hi <= i), the largest
