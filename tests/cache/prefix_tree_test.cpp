@@ -214,6 +214,25 @@ TEST(PrefixTree, PinnedPrefixSurvivesAndOnlyLeavesAreEvicted) {
     EXPECT_THROW(tree.insert(seq{4}, std::vector<value>{{1, 0}}), frugal::invalid_argument);
 }
 
+TEST(PrefixTree, LargeTreeOnHugePageBlocksEvictsInOrderAndKeepsTheRest) {
+    // 200k chunks: the node pool's blocks and the index grow past 2 MiB, onto huge pages.
+    // Under LRU with distinct one-chunk sequences, the first 50k inserted are the ones
+    // evicted, in insertion order; every other chunk stays findable.
+    constexpr int total = 200000, kept = 150000;
+    frugal::prefix_tree<int, int, frugal::tree_lru> tree{frugal::memory_budget(kept)};
+    std::vector<int> evicted;
+    tree.set_eviction_callback([&](const int& id, int& handle, std::size_t) {
+        EXPECT_EQ(id, handle);
+        evicted.push_back(handle);
+    });
+    for (int i = 0; i < total; ++i) ASSERT_EQ(tree.insert(seq{i}, std::vector<value>{{i, 1}}).cached, 1u);
+    ASSERT_EQ(evicted.size(), std::size_t{total - kept});
+    for (int i = 0; i < total - kept; ++i) ASSERT_EQ(evicted[static_cast<std::size_t>(i)], i);
+    EXPECT_EQ(tree.size(), std::size_t{kept});
+    EXPECT_EQ(tree.bytes(), std::size_t{kept});
+    for (int i = 0; i < total; i += 997) EXPECT_EQ(tree.cached_length(seq{i}), i < total - kept ? 0u : 1u) << i;
+}
+
 class PrefixTreeFiles : public ::testing::Test {
 protected:
     std::filesystem::path dir = frugal::testing::temp_path_for_test("frugal_prefix_tree");

@@ -33,6 +33,7 @@
 #include "frugal/cache/basic_cache.hpp"  // detail::mix_hash
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/memory_budget.hpp"
 
 namespace frugal {
@@ -92,15 +93,40 @@ private:
     // Rebuilds without tombstones at `size` slots (a power of two, under 3/8 full): O(live),
     // once per at least 3/8 x size insertions, so O(1) amortized.
     void rehash(std::size_t size) {
-        std::vector<slot> old(size, slot{0, nullptr});
+        std::vector<slot, huge_page_allocator<slot>> old(size, slot{0, nullptr});
         old.swap(slots_);
         mask_ = size - 1;
         used_ = 0;
         for (const slot& s : old)
             if (s.node != nullptr && s.node != tombstone()) used_ += place(*s.node) ? 1 : 0;
     }
-    std::vector<slot> slots_ = std::vector<slot>(16, slot{0, nullptr});
+    std::vector<slot, huge_page_allocator<slot>> slots_ = std::vector<slot, huge_page_allocator<slot>>(16, slot{0, nullptr});
     std::size_t mask_ = 15, live_ = 0, used_ = 0;  // used_: live + tombstones
+};
+
+/// Boost.Pool's block source on `huge_page_allocator`. The pool doubles its blocks as it
+/// grows, so a large tree's nodes sit in blocks of many megabytes, where an eviction's
+/// random steps (the victim, its parent) would otherwise miss the TLB. Boost.Pool frees a
+/// block without its size, which the allocator needs back: it rides in front of the block.
+struct huge_page_pool_blocks {
+    using size_type = std::size_t;
+    using difference_type = std::ptrdiff_t;
+    static constexpr std::size_t header = alignof(std::max_align_t);
+
+    static char* malloc(size_type bytes) noexcept {  // nullptr on failure, as Boost.Pool expects
+        try {
+            char* block = huge_page_allocator<char>{}.allocate(header + bytes);
+            std::memcpy(block, &bytes, sizeof bytes);
+            return block + header;
+        } catch (const std::bad_alloc&) {
+            return nullptr;
+        }
+    }
+    static void free(char* p) noexcept {
+        size_type bytes;
+        std::memcpy(&bytes, p - header, sizeof bytes);
+        huge_page_allocator<char>{}.deallocate(p - header, header + bytes);
+    }
 };
 }  // namespace detail
 
@@ -195,7 +221,7 @@ class prefix_tree {
     // blocks, a freed node is the next one allocated (an eviction followed by an insert
     // reuses the slot it just touched), and no malloc/free per chunk.
     struct store {
-        boost::pool<> pool{sizeof(node)};
+        boost::pool<detail::huge_page_pool_blocks> pool{sizeof(node)};
         index_type index;
         leaf_set leaves;
         store() = default;
