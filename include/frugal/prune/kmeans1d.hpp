@@ -363,15 +363,17 @@ private:
     }
 
     /// D[k][i] and its optimal split over last-cluster starts lo..hi (hi <= i), the largest
-    /// one on ties. Candidate costs are compared as integers, the bits of a non-negative
-    /// double ordering like its value, so the minimum vectorises without -ffast-math; lanes
-    /// past `hi` are masked (not skipped by a conditional, which the compiler turns into a
-    /// branch per lane), so loops run whole vectors and never a scalar remainder: on fresh
-    /// data the remainders' unpredictable branches cost more than the arithmetic. Ranges of
-    /// up to 4092 candidates also pack the candidate's rank from the end into the lowest 12
-    /// mantissa bits, so one pass yields minimum and position; the winner's cost is then
-    /// recomputed in full. A candidate within 2^-40 (relative) of the best may win instead
-    /// of it: far below the rounding of the prefix-sum costs themselves.
+    /// one on ties. Lanes past `hi` are masked (not skipped by a conditional, which the
+    /// compiler turns into a branch per lane), so loops run whole vectors and never a scalar
+    /// remainder: on fresh data the remainders' unpredictable branches cost more than the
+    /// arithmetic. Ranges of up to 4092 candidates pack the candidate's rank from the end into
+    /// the lowest 12 mantissa bits of its (non-negative) cost, so one vector minimum yields
+    /// cost and position; a masked lane is all ones, a NaN, which never compares below. The
+    /// winner's cost is then recomputed in full. A candidate within 2^-40 (relative) of the
+    /// best may win instead of it: far below the rounding of the prefix-sum costs
+    /// themselves. That loop is written with GCC/Clang vector types (as sweep_row): GCC does
+    /// not vectorise a floating-point minimum without -ffast-math. The other ranges compare
+    /// costs as integers (the bits of a non-negative double order like its value).
     void row_minimum(std::size_t k, std::size_t i, std::size_t lo, std::size_t hi) {
         FRUGAL_ASSERT(k <= lo && lo <= hi && hi <= i);
         const double si = sum_[i + 1], qi = sumsq_[i + 1];
@@ -383,26 +385,32 @@ private:
         constexpr std::int64_t rank_bits = (std::int64_t{1} << 12) - 1;
         std::int64_t best = none;
         std::size_t arg = 0;
-        if (last < row_lanes) {  // most ranges: one vector, unrolled
-            std::int64_t keys[row_lanes];
-            for (std::size_t t = 0; t < row_lanes; ++t) {
-                const double d = si - s[t];
-                const double v = (qi + g[t]) - d * d * r[t];
-                const std::int64_t past = -static_cast<std::int64_t>(t > last);
-                keys[t] = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0) | (past & none);
+        if (const std::size_t count = (last + row_lanes) / row_lanes * row_lanes; count <= static_cast<std::size_t>(rank_bits)) {
+            using vec = double __attribute__((vector_size(row_lanes * sizeof(double))));
+            using lanes = std::int64_t __attribute__((vector_size(row_lanes * sizeof(double))));
+            vec low = vec{} + std::numeric_limits<double>::infinity();
+            lanes rank;
+            for (std::size_t t = 0; t < row_lanes; ++t) rank[t] = rank_bits - static_cast<std::int64_t>(t);
+            const lanes first_past = lanes{} + (rank_bits - static_cast<std::int64_t>(last));
+            for (std::size_t t = 0; t < count; t += row_lanes) {
+                vec sv, gv, rv;
+                std::memcpy(&sv, s + t, sizeof sv);
+                std::memcpy(&gv, g + t, sizeof gv);
+                std::memcpy(&rv, r + t, sizeof rv);
+                const vec d = si - sv;
+                vec v = (qi + gv) - d * d * rv;
+                v = v > 0.0 ? v : vec{};
+                // past the range: all bits set, a NaN, which never compares below
+                lanes key;
+                std::memcpy(&key, &v, sizeof key);
+                key = (key & ~rank_bits) | rank | (rank < first_past);
+                std::memcpy(&v, &key, sizeof v);
+                low = v < low ? v : low;
+                rank -= row_lanes;
             }
-            for (std::size_t t = 0; t < row_lanes; ++t) best = keys[t] < best ? keys[t] : best;
-            for (std::size_t t = 0; t < row_lanes; ++t) arg = keys[t] == best ? t : arg;
-        } else if (const std::size_t count = (last + row_lanes) / row_lanes * row_lanes; count <= static_cast<std::size_t>(rank_bits)) {
-            for (std::size_t t = 0; t < count; ++t) {
-                const double d = si - s[t];
-                const double v = (qi + g[t]) - d * d * r[t];
-                const std::int64_t past = -static_cast<std::int64_t>(t > last);
-                const std::int64_t key = (std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0) & ~rank_bits) |
-                                         (rank_bits - static_cast<std::int64_t>(t)) | (past & none);
-                best = key < best ? key : best;
-            }
-            arg = static_cast<std::size_t>(rank_bits - (best & rank_bits));
+            double lowest = low[0];
+            for (std::size_t t = 1; t < row_lanes; ++t) lowest = low[t] < lowest ? low[t] : lowest;
+            arg = static_cast<std::size_t>(rank_bits - (std::bit_cast<std::int64_t>(lowest) & rank_bits));
             const double d = si - s[arg];
             const double v = (qi + g[arg]) - d * d * r[arg];
             best = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0);
