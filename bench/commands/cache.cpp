@@ -255,8 +255,8 @@ public:
     report_section report(const report_context& ctx) override {
         report_section s;
         s.title = "Caches: hit ratio vs capacity, throughput";
-        s.notes = "Every frugal policy and two hand-rolled baselines replay the same trace: a request "
-                  "is a get, and a miss is followed by a put. `naive-lru` is std::list + std::unordered_map, "
+        s.notes = "Every frugal policy and two hand-rolled baselines replay the same trace side by side "
+                  "(taking turns of 2^22 requests): a request is a get, and a miss is followed by a put. `naive-lru` is std::list + std::unordered_map, "
                   "`naive-lfu` a std::map ordered by frequency (same victims as `lfu`). Capacities in entries. "
                   "Some curves coincide by construction: `naive-lru` with `lru`, and `gdsf` with `lfuda` "
                   "(unit sizes and costs). "
