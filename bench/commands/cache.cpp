@@ -113,12 +113,10 @@ public:
     explicit replay_run(std::string name, std::size_t capacity) : name_(std::move(name)), capacity_(capacity) {}
     virtual ~replay_run() = default;
     virtual void feed(std::span<const trace_request> slice) = 0;
-    [[nodiscard]] record result(const std::vector<trace_request>& trace) const {
-        std::uint64_t bytes_total = 0;
-        for (const auto& r : trace) bytes_total += r.size;
-        const auto n = static_cast<double>(trace.size());
-        return {{"policy", name_}, {"capacity", capacity_}, {"requests", trace.size()}, {"hits", hits_},
-                {"misses", trace.size() - hits_}, {"hit_ratio", n == 0 ? 0.0 : static_cast<double>(hits_) / n},
+    [[nodiscard]] record result(std::size_t requests, std::uint64_t bytes_total) const {
+        const auto n = static_cast<double>(requests);
+        return {{"policy", name_}, {"capacity", capacity_}, {"requests", requests}, {"hits", hits_},
+                {"misses", requests - hits_}, {"hit_ratio", n == 0 ? 0.0 : static_cast<double>(hits_) / n},
                 {"byte_hit_ratio", bytes_total == 0 ? 0.0 : static_cast<double>(bytes_hit_) / static_cast<double>(bytes_total)},
                 {"mops_per_s", seconds_ > 0 ? n / seconds_ / 1e6 : 0.0}};
     }
@@ -167,10 +165,10 @@ std::unique_ptr<replay_run> start_replay(const std::string& p, std::size_t capac
 }
 
 // Replays `trace` through every policy side by side: the policies take turns, a slice of
-// 2^22 requests each, so that all of them see the machine in the same states. (One after
-// the other, a shared machine's swings between runs moved the lru/naive-lru throughput
-// ratio from 2.4 to 3.8; slices of 2^20 made every cache start cold too often.) Each cache
-// sees the whole trace in order, so hit ratios are those of separate replays.
+// 2^22 requests each, so that all of them see the machine in the same states (one after
+// the other, a shared machine's swings fell on whichever policy ran at the time; much
+// shorter turns start every cache cold too often). Each cache sees the whole trace in
+// order, so hit ratios are those of separate replays.
 std::vector<record> replay_side_by_side(const std::vector<std::string>& policies, std::size_t capacity, bool bytes,
                                         const std::vector<trace_request>& trace) {
     std::vector<std::unique_ptr<replay_run>> runs;
@@ -180,8 +178,10 @@ std::vector<record> replay_side_by_side(const std::vector<std::string>& policies
         const std::span<const trace_request> part(trace.data() + from, std::min(slice, trace.size() - from));
         for (auto& run : runs) run->feed(part);
     }
+    std::uint64_t bytes_total = 0;
+    for (const auto& r : trace) bytes_total += r.size;
     std::vector<record> records;
-    for (const auto& run : runs) records.push_back(run->result(trace));
+    for (const auto& run : runs) records.push_back(run->result(trace.size(), bytes_total));
     return records;
 }
 

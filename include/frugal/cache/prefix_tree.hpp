@@ -51,6 +51,7 @@ class slot_index {
         std::size_t hash;
         Node* node;  // nullptr: empty; tombstone(): erased
     };
+    using slot_vector = std::vector<slot, huge_page_allocator<slot>>;
 
 public:
     /// The node with `hash` for which `same(node)` holds, or nullptr.
@@ -93,14 +94,14 @@ private:
     // Rebuilds without tombstones at `size` slots (a power of two, under 3/8 full): O(live),
     // once per at least 3/8 x size insertions, so O(1) amortized.
     void rehash(std::size_t size) {
-        std::vector<slot, huge_page_allocator<slot>> old(size, slot{0, nullptr});
+        slot_vector old(size, slot{0, nullptr});
         old.swap(slots_);
         mask_ = size - 1;
         used_ = 0;
         for (const slot& s : old)
             if (s.node != nullptr && s.node != tombstone()) used_ += place(*s.node) ? 1 : 0;
     }
-    std::vector<slot, huge_page_allocator<slot>> slots_ = std::vector<slot, huge_page_allocator<slot>>(16, slot{0, nullptr});
+    slot_vector slots_ = slot_vector(16, slot{0, nullptr});
     std::size_t mask_ = 15, live_ = 0, used_ = 0;  // used_: live + tombstones
 };
 

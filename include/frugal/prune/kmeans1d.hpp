@@ -123,9 +123,7 @@ public:
     /// running total would not (a lone score of 1e30 beside scores near 1: its rounding alone
     /// outweighs every other cluster's spread).
     [[nodiscard]] double sse(std::size_t k) const {
-        check_k(k);
-        boost::container::small_vector<std::size_t, 17> bounds(k + 1);  // no allocation for k <= 16
-        boundaries(k, std::span<std::size_t>(bounds.data(), bounds.size()));
+        const auto bounds = small_boundaries(k);
         double total = 0.0;
         for (std::size_t c = 0; c < k; ++c) total += cluster_sse(bounds[c], bounds[c + 1] - 1);
         return total;
@@ -170,9 +168,7 @@ public:
     /// a Gaussian mixture with one variance per cluster (unbiased, n_c - 1 denominator) and
     /// weights n_c / n; BIC = 2 log L - (3k - 1) log n. Larger is better.
     [[nodiscard]] double bic(std::size_t k) const {
-        check_k(k);
-        boost::container::small_vector<std::size_t, 17> bounds(k + 1);  // no allocation for k <= 16
-        boundaries(k, std::span<std::size_t>(bounds.data(), bounds.size()));
+        const auto bounds = small_boundaries(k);
         const double n = static_cast<double>(n_);
         double loglik = 0.0;
         for (std::size_t c = 0; c < k; ++c) {
@@ -221,6 +217,14 @@ private:
     /// per-end calls cost more than the sweep's redundant lanes (measured on 1000 scores).
     static constexpr std::size_t sweep_max_ends = 32;
     static constexpr std::size_t sweep_max_span = 4;
+
+    /// boundaries(k) without allocating for k <= 16 (checks k).
+    [[nodiscard]] boost::container::small_vector<std::size_t, 17> small_boundaries(std::size_t k) const {
+        check_k(k);
+        boost::container::small_vector<std::size_t, 17> bounds(k + 1);
+        boundaries(k, std::span<std::size_t>(bounds.data(), bounds.size()));
+        return bounds;
+    }
 
     void check_k(std::size_t k) const {
         FRUGAL_CHECK(n_ > 0, "kmeans1d: fit() has not been called");
