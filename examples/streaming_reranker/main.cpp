@@ -2,15 +2,18 @@
 // pool of candidates:
 //   memory: every layer's weights loaded up front, candidates in fixed batches, no pruning;
 //   stream: GRATING's monolithic forwarding (frugal::progressive_rank) with the dual-layer
-//           sliding window (frugal::layer_window reading the weight file), chunked execution
-//           and progressive cluster pruning.
+//           sliding window (frugal::layer_window reading the weight file), chunks planned by
+//           frugal::plan_chunks from a measured layer load and per-candidate compute, and
+//           progressive cluster pruning.
 // Each mode runs in its own process so that each peak RSS is its own. The weights are
 // random, so the scores, and which candidates win, carry no meaning: the example shows the
 // mechanics (what is resident, what is computed) and the memory, nothing about ranking quality.
 //
 //   streaming_reranker [--layers L] [--dim D] [--ffn F] [--tokens T] [--candidates N] [--k K]
+//                      [--chunk-memory-kib M]   (intermediates of one chunk; default: 4 candidates')
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +21,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
+#include <numeric>
 #include <random>
 #include <span>
 #include <sstream>
@@ -35,7 +40,11 @@ namespace {
 
 struct config {
     std::size_t layers = 6, dim = 64, ffn = 256, tokens = 16, candidates = 20, k = 10, batch = 4, vocab = 1000;
+    std::size_t chunk_memory_kib = 0;  // 0: room for `batch` candidates' intermediates
     std::size_t layer_floats() const { return 4 * dim * dim + 2 * dim * ffn; }
+    // One candidate's intermediates inside encoder_layer: q, k, v, the attention matrix, the
+    // attention output and the MLP's hidden activations.
+    double intermediate_bytes() const { return double(tokens * (4 * dim + tokens + ffn) * sizeof(float)); }
 };
 
 using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -118,6 +127,30 @@ std::filesystem::path write_weights(const config& c, std::vector<std::size_t>& o
     return path;
 }
 
+// What the chunk planner needs, measured on this machine before the run: one layer's read
+// from the weight file, and one candidate through one layer (a CPU gains nothing from
+// batching candidates, so one candidate is also the chunk that saturates it, and the plan is
+// the smallest chunk: fewest intermediates resident). The probe's buffer is freed before the
+// window allocates its two.
+frugal::chunk_planning measure_planning(const config& c, const shared_inputs& in, frugal::file_layer_loader& loader) {
+    using clock = std::chrono::steady_clock;
+    std::vector<float> layer(c.layer_floats());
+    auto start = clock::now();
+    loader.load(0, std::as_writable_bytes(std::span<float>(layer)));
+    const double load = std::chrono::duration<double>(clock::now() - start).count();
+    matrix x = embed(c, in, 0);
+    double per_candidate = std::numeric_limits<double>::infinity();  // the fastest of three: the first run also warms the caches
+    for (int run = 0; run < 3; ++run) {
+        start = clock::now();
+        encoder_layer(c, layer, x);
+        per_candidate = std::min(per_candidate, std::chrono::duration<double>(clock::now() - start).count());
+    }
+    const double limit = c.chunk_memory_kib > 0 ? double(c.chunk_memory_kib) * 1024.0 : double(c.batch) * c.intermediate_bytes();
+    return {.cost = {.per_token_seconds = per_candidate, .min_chunk_seconds = per_candidate,
+                     .intermediate_bytes_per_token = c.intermediate_bytes()},
+            .next_layer_load_seconds = load, .memory_limit_bytes = limit};
+}
+
 // frugal::progressive_model over the encoder; weights come from the sliding window.
 struct streamed_encoder {
     const config* c;
@@ -151,6 +184,7 @@ int run_mode(const config& c, const std::string& mode, const std::filesystem::pa
     std::vector<std::size_t> top;
     std::size_t computed = 0;
     double io_wait = 0.0;
+    std::string chunks = "fixed batches of " + std::to_string(c.batch);
     if (mode == "memory") {
         std::vector<std::vector<float>> weights(c.layers, std::vector<float>(c.layer_floats()));
         std::ifstream f(file, std::ios::binary);
@@ -171,19 +205,25 @@ int run_mode(const config& c, const std::string& mode, const std::filesystem::pa
         top.assign(idx.begin(), idx.begin() + std::ptrdiff_t(c.k));
     } else {
         frugal::file_layer_loader loader(file, offsets);
+        const frugal::chunk_planning plan = measure_planning(c, in, loader);
         frugal::layer_window window(loader);
         streamed_encoder model{&c, &in, &window, {}, {}};
         frugal::cluster_pruner pruner({.threshold = 0.05});
-        const auto r = frugal::progressive_rank(model, c.candidates, c.k, pruner, {.chunk_size = c.batch});
+        const auto r = frugal::progressive_rank(model, c.candidates, c.k, pruner, {.planning = plan});
         top = r.top;
         computed = r.candidate_layers_computed;
         io_wait = window.wait_seconds();
+        std::ostringstream planned;
+        planned << "planned per layer (load " << plan.next_layer_load_seconds * 1e3 << " ms, one candidate "
+                << plan.cost.per_token_seconds * 1e3 << " ms):";
+        for (const auto& l : r.layers) planned << " " << l.chunk_size;
+        chunks = planned.str();
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::cout << "mode=" << mode << " peak_rss_kib=" << peak_rss_kib() << " time_ms=" << ms
               << " candidate_layers=" << computed << " io_wait_ms=" << io_wait * 1e3 << " top=";
     for (std::size_t id : top) std::cout << id << ",";
-    std::cout << "\n";
+    std::cout << "\n  chunks: " << chunks << "\n";
     return 0;
 }
 
@@ -203,7 +243,7 @@ int main(int argc, char** argv) {
         } else {
             std::size_t* slot = key == "--layers" ? &c.layers : key == "--dim" ? &c.dim : key == "--ffn" ? &c.ffn
                               : key == "--tokens" ? &c.tokens : key == "--candidates" ? &c.candidates
-                              : key == "--k" ? &c.k : nullptr;
+                              : key == "--k" ? &c.k : key == "--chunk-memory-kib" ? &c.chunk_memory_kib : nullptr;
             if (slot == nullptr) {
                 std::cerr << "unknown option " << key << "\n";
                 return 2;
@@ -217,7 +257,8 @@ int main(int argc, char** argv) {
         const auto path = write_weights(c, offsets);
         std::string common = " --layers " + std::to_string(c.layers) + " --dim " + std::to_string(c.dim) + " --ffn " +
                              std::to_string(c.ffn) + " --tokens " + std::to_string(c.tokens) + " --candidates " +
-                             std::to_string(c.candidates) + " --k " + std::to_string(c.k) + " --file " + path.string() +
+                             std::to_string(c.candidates) + " --k " + std::to_string(c.k) + " --chunk-memory-kib " +
+                             std::to_string(c.chunk_memory_kib) + " --file " + path.string() +
                              " --offsets ";
         for (std::size_t i = 0; i < offsets.size(); ++i) common += (i ? "," : "") + std::to_string(offsets[i]);
         std::cout << "random-weight encoder: " << c.layers << " layers x " << c.layer_floats() * 4 / 1024
