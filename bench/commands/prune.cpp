@@ -31,13 +31,15 @@ record evaluation_record(const pruning_evaluation& ev, const std::string& policy
 }
 
 // The cluster policy as configured ("cluster"), GRATING's rule alone ("cluster-grating",
-// patience 0) when the configured one differs, and the fixed-margin rule ("margin").
+// patience and confirmations 0) when the configured one differs, and the fixed-margin rule
+// ("margin").
 std::vector<record> sweep(const trajectory_set& set, std::size_t k, const cluster_pruner_options& base) {
     std::vector<record> out;
     std::vector<std::pair<std::string, cluster_pruner_options>> variants = {{"cluster", base}};
-    if (base.patience != 0) {
+    if (base.patience != 0 || base.confirmations != 0) {
         variants.emplace_back("cluster-grating", base);
         variants.back().second.patience = 0;
+        variants.back().second.confirmations = 0;
     }
     for (const auto& [name, options] : variants) {
         for (double t : threshold_grid(set, options, 24)) {
@@ -109,6 +111,9 @@ public:
             ->check(CLI::NonNegativeNumber)->capture_default_str();
         app.add_option("--patience", patience_, "rank-stability extension: decisions the top set must hold (0: off)")
             ->capture_default_str();
+        app.add_option("--confirmations", confirmations_,
+                       "earlier consecutive decisions whose dispersion must also exceed the threshold (0: GRATING's rule)")
+            ->capture_default_str();
         app.add_flag("--robust", robust_, "use the robust (MAD) dispersion instead of the CV");
         app.add_option("--clusters", clusters_, "clusters per decision (0: chosen by BIC up to --max-clusters)")
             ->capture_default_str();
@@ -171,13 +176,14 @@ public:
         o.threshold = cal.threshold;
         const auto applied = evaluate_pruning(test_set, k, [&] { return cluster_pruner(o); });
         s.notes = "Replays " + std::to_string(g.queries) + " queries x 20 candidates x 28 layers, K = 10. "
-                  "Threshold calibrated for precision@10 >= 0.99 on seed 1 (automatic mode, margin of 1.645 "
+                  "Threshold calibrated for precision@10 >= 0.99 on seed 1 (automatic mode, margin of 1.645 * sqrt(2) "
                   "standard errors): " +
                   std::to_string(cal.threshold) + "; on seed 2 it gives precision@10 " +
                   std::to_string(applied.precision_at_k) + " with " +
                   std::to_string(applied.layer_compute_saved) + " of candidate-layers skipped. "
                   "The curve sweeps the CV threshold on seed 2 for frugal's policy (cluster: GRATING's rule plus "
-                  "the rank-stability stop, patience 3), GRATING's rule alone (cluster-grating, patience 0), and "
+                  "one confirmation of the trigger and the rank-stability stop, patience 3), GRATING's rule alone "
+                  "(cluster-grating, confirmations and patience 0), and "
                   "the fixed-margin rule (margin, swept over the margin). "
                   "`frugal-bench prune --trajectories FILE --k 10 --sweep`.";
         for (auto& r : sweep(test_set, k, cluster_pruner_options{})) {
@@ -199,6 +205,7 @@ private:
         o.mode = exact_ ? ranking_mode::exact : ranking_mode::top_k;
         o.clusters = clusters_;
         o.patience = patience_;
+        o.confirmations = confirmations_;
         o.max_clusters = max_clusters_;
         return o;
     }
@@ -206,7 +213,7 @@ private:
     std::string out_, trajectories_;
     synthetic_trajectory_options gen_;
     std::size_t k_ = 10;
-    std::size_t patience_ = cluster_pruner_options{}.patience;
+    std::size_t patience_ = cluster_pruner_options{}.patience, confirmations_ = cluster_pruner_options{}.confirmations;
     std::size_t clusters_ = cluster_pruner_options{}.clusters, max_clusters_ = cluster_pruner_options{}.max_clusters;
     std::optional<double> threshold_, target_, delta_;
     double margin_se_ = calibration_options{}.margin_standard_errors;

@@ -59,14 +59,15 @@ TEST(Trajectories, RejectsRaggedAndCorruptFiles) {
 
 TEST(EvaluatePruning, HandBuiltPoolsGiveHandComputedFigures) {
     // 4 candidates x 3 layers, K = 2. After layer 1 two clear winners and two clear losers:
-    // the pruner terminates, having computed 4 of 12 candidate-layers.
+    // the pruner (GRATING's rule: no confirmation, no patience) terminates, having computed 4
+    // of 12 candidate-layers.
     frugal::trajectory_set set;
     set.layers = 3;
     set.queries.push_back(make_query({{0.90f, 0.9f, 0.9f}, {0.91f, 0.9f, 0.8f}, {0.10f, 0.1f, 0.1f}, {0.11f, 0.2f, 0.3f}}));
     // same first layer, but candidate 3 overtakes candidate 1 by the final layer
     set.queries.push_back(make_query({{0.90f, 0.9f, 0.9f}, {0.91f, 0.5f, 0.2f}, {0.10f, 0.1f, 0.1f}, {0.11f, 0.4f, 0.8f}}));
     const auto ev = frugal::evaluate_pruning(set, 2, [] {
-        return frugal::cluster_pruner({.threshold = 0.5, .patience = 0});
+        return frugal::cluster_pruner({.threshold = 0.5, .patience = 0, .confirmations = 0});
     });
     EXPECT_EQ(ev.queries, 2u);
     EXPECT_NEAR(ev.layer_compute_saved, 1.0 - 8.0 / 24.0, 1e-12);

@@ -49,7 +49,7 @@ std::vector<float> working_example_layer9() {
 
 TEST(ClusterPruner, WorkingExampleFirstDecisionSelectsTwoDropsTwo) {
     const auto s = working_example_layer9();
-    frugal::cluster_pruner pruner({.threshold = 0.3});
+    frugal::cluster_pruner pruner({.threshold = 0.3, .confirmations = 0});
     std::vector<route> routes(s.size());
     const auto step = pruner.decide(s, 10, routes);
     EXPECT_TRUE(step.triggered);
@@ -67,7 +67,7 @@ TEST(ClusterPruner, WorkingExampleFirstDecisionSelectsTwoDropsTwo) {
 }
 
 TEST(ClusterPruner, WorkingExampleEndToEndTerminatesAfterLayerEleven) {
-    frugal::cluster_pruner pruner({.threshold = 0.3});
+    frugal::cluster_pruner pruner({.threshold = 0.3, .confirmations = 0});
     frugal::progressive_selection sel(pruner, 20, 10);
     // before layer 10
     auto step = sel.observe(working_example_layer9());
@@ -95,7 +95,7 @@ TEST(ClusterPruner, WorkingExampleEndToEndTerminatesAfterLayerEleven) {
 
 TEST(ClusterPruner, ExactModeOnlyDropsHopelessCandidates) {
     const auto s = working_example_layer9();
-    frugal::cluster_pruner pruner({.threshold = 0.3, .mode = frugal::ranking_mode::exact});
+    frugal::cluster_pruner pruner({.threshold = 0.3, .mode = frugal::ranking_mode::exact, .confirmations = 0});
     std::vector<route> routes(s.size());
     const auto step = pruner.decide(s, 10, routes);
     EXPECT_EQ(step.selected, 0u);
@@ -127,7 +127,7 @@ TEST(ClusterPruner, BelowThresholdDefersEverything) {
 TEST(ClusterPruner, TerminatesWhenBoundaryClusterFillsTheSlots) {
     // three winners exactly: the boundary cluster is the winners' cluster
     std::vector<float> s = {0.1f, 0.9f, 0.12f, 0.91f, 0.11f, 0.92f, 0.13f};
-    frugal::cluster_pruner pruner({.threshold = 0.1});
+    frugal::cluster_pruner pruner({.threshold = 0.1, .confirmations = 0});
     std::vector<route> routes(s.size());
     const auto step = pruner.decide(s, 3, routes);
     EXPECT_TRUE(step.done);
@@ -148,7 +148,7 @@ TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
     // one evenly spread group (BIC keeps it whole): nothing is routed by clusters, but the
     // top three stay the same; with patience 2 the third triggered decision terminates.
     const std::vector<float> s = {0.30f, 0.45f, 0.35f, 0.50f, 0.40f, 0.55f};
-    frugal::cluster_pruner pruner({.threshold = 0.1, .patience = 2});
+    frugal::cluster_pruner pruner({.threshold = 0.1, .patience = 2, .confirmations = 0});
     frugal::progressive_selection sel(pruner, 6, 3);
     auto step = sel.observe(s);
     EXPECT_TRUE(step.triggered);
@@ -163,10 +163,10 @@ TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
     std::sort(top.begin(), top.end());
     EXPECT_EQ(top, (std::vector<std::size_t>{1, 3, 5}));
     // a change of the top set restarts the count; patience 0 never uses stability
-    frugal::cluster_pruner paper({.threshold = 0.1, .patience = 0});
+    frugal::cluster_pruner paper({.threshold = 0.1, .patience = 0, .confirmations = 0});
     std::vector<route> routes(6);
     for (int i = 0; i < 5; ++i) EXPECT_FALSE(paper.decide(s, 3, routes).done);
-    frugal::cluster_pruner restart({.threshold = 0.1, .patience = 2});
+    frugal::cluster_pruner restart({.threshold = 0.1, .patience = 2, .confirmations = 0});
     std::vector<float> swapped = s;
     std::swap(swapped[0], swapped[5]);
     EXPECT_FALSE(restart.decide(s, 3, routes).done);
@@ -174,6 +174,35 @@ TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
     EXPECT_FALSE(restart.decide(swapped, 3, routes).done);
     EXPECT_FALSE(restart.decide(swapped, 3, routes).done);
     EXPECT_TRUE(restart.decide(swapped, 3, routes).done);
+}
+
+TEST(ClusterPruner, ConfirmationsWaitForTheTriggerToHoldOnConsecutiveDecisions) {
+    const auto spread = working_example_layer9();  // dispersion over 0.3: the paper's first decision
+    const std::vector<float> bundled(20, 0.5f);    // dispersion 0
+    std::vector<route> routes(20);
+    // default: one confirmation; the first crossing routes nothing, the second routes as the paper
+    frugal::cluster_pruner pruner({.threshold = 0.3});
+    EXPECT_EQ(pruner.options().confirmations, 1u);
+    auto step = pruner.decide(spread, 10, routes);
+    EXPECT_GT(step.dispersion, 0.3);
+    EXPECT_FALSE(step.triggered);
+    EXPECT_EQ(step.deferred, 20u);
+    EXPECT_TRUE(std::all_of(routes.begin(), routes.end(), [](route r) { return r == route::deferred; }));
+    step = pruner.decide(spread, 10, routes);
+    EXPECT_TRUE(step.triggered);
+    EXPECT_EQ(step.selected, 2u);
+    EXPECT_EQ(step.dropped, 2u);
+    // a decision under the threshold restarts the count, and so does reset()
+    (void)pruner.decide(bundled, 10, routes);
+    EXPECT_FALSE(pruner.decide(spread, 10, routes).triggered);
+    EXPECT_TRUE(pruner.decide(spread, 10, routes).triggered);
+    pruner.reset();
+    EXPECT_FALSE(pruner.decide(spread, 10, routes).triggered);
+    // two confirmations: the third consecutive crossing acts
+    frugal::cluster_pruner twice({.threshold = 0.3, .confirmations = 2});
+    EXPECT_FALSE(twice.decide(spread, 10, routes).triggered);
+    EXPECT_FALSE(twice.decide(spread, 10, routes).triggered);
+    EXPECT_TRUE(twice.decide(spread, 10, routes).triggered);
 }
 
 TEST(ClusterPruner, SteadyStateDecisionsAllocateNothing) {
@@ -186,7 +215,7 @@ TEST(ClusterPruner, SteadyStateDecisionsAllocateNothing) {
         pools.emplace_back(100 - 10 * std::size_t(p % 3));
         for (std::size_t i = 0; i < pools.back().size(); ++i) pools.back()[i] = 0.15f + 0.2f * float(i % 4) + normal(rng);
     }
-    frugal::cluster_pruner pruner({.threshold = 0.1});
+    frugal::cluster_pruner pruner({.threshold = 0.1, .confirmations = 0});
     std::vector<route> routes(100);
     (void)pruner.decide(pools[0], 10, routes);  // warm-up at the largest size
     std::size_t triggered = 0;

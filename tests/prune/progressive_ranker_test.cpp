@@ -49,7 +49,7 @@ TEST(ProgressiveRank, PrunesBeforeLayersAndStopsWhenTheTopKIsComplete) {
     scripted_model m;
     m.table = {{0.5f, 0.52f, 0.9f, 0.9f, 0.9f}, {0.5f, 0.49f, 0.91f, 0.9f, 0.9f}, {0.5f, 0.5f, 0.1f, 0.1f, 0.1f},
                {0.5f, 0.51f, 0.12f, 0.1f, 0.1f}, {0.5f, 0.48f, 0.11f, 0.1f, 0.1f}, {0.5f, 0.5f, 0.09f, 0.1f, 0.1f}};
-    frugal::cluster_pruner pruner({.threshold = 0.5});
+    frugal::cluster_pruner pruner({.threshold = 0.5, .confirmations = 0});
     const auto r = frugal::progressive_rank(m, 6, 2, pruner, {.chunk_size = 4});
     // layer 0 and layer 1 ran on all six in chunks of 4 + 2; the decision before layer 2 ended it
     ASSERT_EQ(r.layers.size(), 2u);
@@ -115,7 +115,7 @@ TEST(ProgressiveRank, PlannedChunksFitMemoryCoverTheNextLoadAndFollowThePrunedBa
         .cost = {.per_token_seconds = 1e-3, .min_chunk_seconds = 4e-3, .intermediate_bytes_per_token = 6.0 * (1 << 20)},
         .next_layer_load_seconds = 0.010,
         .memory_limit_bytes = 32.0 * (1 << 20)};
-    frugal::cluster_pruner pruner({.threshold = 0.5});
+    frugal::cluster_pruner pruner({.threshold = 0.5, .confirmations = 0});
     const auto r = frugal::progressive_rank(m, 20, 5, pruner, {.planning = plan});
     ASSERT_EQ(r.layers.size(), 5u);
     EXPECT_EQ(r.layers[0].active, 20u);

@@ -97,14 +97,23 @@ struct cluster_pruner_options {
     /// (capped at the pool size).
     std::size_t clusters = 0;
     std::size_t max_clusters = 6;
-    /// 0: GRATING's rule exactly. p > 0 (default 3): frugal's rank-stability extension, for
-    /// boundary clusters that never split (candidates around the K-th in one group): when the trigger
-    /// has fired on p + 1 consecutive decisions over the same active candidates (nothing
-    /// routed in between) and the set of the top open-slots candidates stayed the same, that
-    /// set is selected, the rest dropped, and the selection terminates. The pruner then
+    /// 0: off (GRATING's rule). p > 0 (default 3): frugal's rank-stability extension, for
+    /// boundary clusters that never split (candidates around the K-th in one group): when the
+    /// trigger has fired (after its confirmations) on p + 1 consecutive decisions over the
+    /// same active candidates (nothing routed in between) and the set of the top open-slots
+    /// candidates stayed the same, that set is selected, the rest dropped, and the selection
+    /// terminates. The pruner then
     /// keeps per-query state: use one pruner per query, or call reset() between queries
     /// (progressive_selection does).
     std::size_t patience = 3;
+    /// 0: GRATING's rule (route as soon as the dispersion exceeds the threshold). c > 0
+    /// (default 1): frugal's confirmation, the dispersion must also have exceeded it at the c
+    /// decisions before (consecutive layers of one query) before anything is routed or
+    /// counted towards `patience`. A pool whose mean score is low has a high CV from its
+    /// early-layer noise alone; one crossing then routed whole clusters of noise, and those
+    /// rare queries dominated the precision lost on the synthetic sets (docs/pruning.md).
+    /// Per-query state, as `patience`.
+    std::size_t confirmations = 1;
 };
 
 /// GRATING's progressive cluster pruning policy (section 4.1). When the dispersion of the
@@ -114,7 +123,9 @@ struct cluster_pruner_options {
 /// dropped, the boundary cluster is deferred. If selected + deferred equals the open slots,
 /// the step is terminal (all of them selected). In `ranking_mode::exact` nothing is
 /// selected; clusters above the boundary keep computing. With `patience` > 0 (the default)
-/// it also ends a boundary group whose top set has stopped changing (see the option).
+/// it also ends a boundary group whose top set has stopped changing, and with
+/// `confirmations` > 0 (the default) it acts only on a dispersion that stayed over the
+/// threshold for consecutive decisions (see the options; both 0 is GRATING's rule exactly).
 /// Keeps its k-means buffers: repeated decisions on pools of one size allocate nothing.
 /// @code
 /// frugal::cluster_pruner pruner({.threshold = 0.3});
@@ -142,7 +153,8 @@ public:
             return step;
         }
         step.dispersion = dispersion(scores, options_.measure);
-        const bool fired = step.dispersion > options_.threshold;
+        over_threshold_ = step.dispersion > options_.threshold ? over_threshold_ + 1 : 0;
+        const bool fired = over_threshold_ > options_.confirmations;
         if (options_.patience > 0 && track_stability(scores, open_slots, fired, routes, step)) return step;
         if (!fired) return step;
         step.triggered = true;
@@ -169,9 +181,10 @@ public:
         return step;
     }
 
-    /// Forgets the rank-stability state (see `patience`) before a new query.
+    /// Forgets the per-query state (see `patience` and `confirmations`) before a new query.
     void reset() noexcept {
         stable_ = 0;
+        over_threshold_ = 0;
         previous_top_.clear();
     }
 
@@ -208,6 +221,7 @@ private:
     kmeans1d km_;
     boost::container::small_vector<std::size_t, 17> bounds_;
     std::size_t stable_ = 0, previous_open_ = 0;
+    std::size_t over_threshold_ = 0;  // consecutive decisions with the dispersion over the threshold
     std::vector<std::uint8_t> top_, previous_top_;
     std::vector<std::size_t> rank_;
 };
