@@ -139,13 +139,15 @@ frugal::chunk_planning measure_planning(const config& c, const shared_inputs& in
     loader.load(0, std::as_writable_bytes(std::span<float>(layer)));
     const double load = std::chrono::duration<double>(clock::now() - start).count();
     matrix x = embed(c, in, 0);
-    double per_candidate = std::numeric_limits<double>::infinity();  // the fastest of three: the first run also warms the caches
+    // the fastest of three: the first run also warms the caches
+    double per_candidate = std::numeric_limits<double>::infinity();
     for (int run = 0; run < 3; ++run) {
         start = clock::now();
         encoder_layer(c, layer, x);
         per_candidate = std::min(per_candidate, std::chrono::duration<double>(clock::now() - start).count());
     }
-    const double limit = c.chunk_memory_kib > 0 ? double(c.chunk_memory_kib) * 1024.0 : double(c.batch) * c.intermediate_bytes();
+    const double limit =
+        c.chunk_memory_kib > 0 ? double(c.chunk_memory_kib) * 1024.0 : double(c.batch) * c.intermediate_bytes();
     return {.cost = {.per_token_seconds = per_candidate, .min_chunk_seconds = per_candidate,
                      .intermediate_bytes_per_token = c.intermediate_bytes()},
             .next_layer_load_seconds = load, .memory_limit_bytes = limit};
@@ -243,7 +245,8 @@ int main(int argc, char** argv) {
         } else {
             std::size_t* slot = key == "--layers" ? &c.layers : key == "--dim" ? &c.dim : key == "--ffn" ? &c.ffn
                               : key == "--tokens" ? &c.tokens : key == "--candidates" ? &c.candidates
-                              : key == "--k" ? &c.k : key == "--chunk-memory-kib" ? &c.chunk_memory_kib : nullptr;
+                              : key == "--k" ? &c.k : key == "--chunk-memory-kib" ? &c.chunk_memory_kib
+                              : nullptr;
             if (slot == nullptr) {
                 std::cerr << "unknown option " << key << "\n";
                 return 2;
