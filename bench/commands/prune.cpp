@@ -176,8 +176,8 @@ public:
         o.threshold = cal.threshold;
         const auto applied = evaluate_pruning(test_set, k, [&] { return cluster_pruner(o); });
         s.notes = "Replays " + std::to_string(g.queries) + " queries x 20 candidates x 28 layers, K = 10. "
-                  "Threshold calibrated for precision@10 >= 0.99 on seed 1 (automatic mode, margin of 1.645 * sqrt(2) "
-                  "standard errors): " +
+                  "Threshold calibrated for precision@10 >= 0.99 on seed 1 (automatic mode, margin of " +
+                  std::to_string(calibration_options{}.margin_standard_errors) + " standard errors): " +
                   std::to_string(cal.threshold) + "; on seed 2 it gives precision@10 " +
                   std::to_string(applied.precision_at_k) + " with " +
                   std::to_string(applied.layer_compute_saved) + " of candidate-layers skipped. "

@@ -146,10 +146,8 @@ struct calibration_options {
     /// default, 1.645 * sqrt(2) = 2.326, is a one-sided 95% normal bound on the difference
     /// between the calibration set's mean and that of a new set of as many queries: the
     /// target is meant to hold on the new set, whose own sampling luck counts as much as the
-    /// calibration set's (with the default cluster_pruner, 1.645 alone, a bound on the true
-    /// mean, missed a 0.99 target on the new set in 3 of 36 synthetic seed pairs, 2.326 in
-    /// none; docs/pruning.md). 0 = the paper's rule (the lowest threshold meeting the target
-    /// on the calibration set itself).
+    /// calibration set's (docs/pruning.md compares the two on synthetic seed pairs). 0 = the
+    /// paper's rule (the lowest threshold meeting the target on the calibration set itself).
     double margin_standard_errors = 1.645 * std::numbers::sqrt2;
 };
 

@@ -102,9 +102,8 @@ struct cluster_pruner_options {
     /// trigger has fired (after its confirmations) on p + 1 consecutive decisions over the
     /// same active candidates (nothing routed in between) and the set of the top open-slots
     /// candidates stayed the same, that set is selected, the rest dropped, and the selection
-    /// terminates. The pruner then
-    /// keeps per-query state: use one pruner per query, or call reset() between queries
-    /// (progressive_selection does).
+    /// terminates. The pruner then keeps per-query state: use one pruner per query, or call
+    /// reset() between queries (progressive_selection does).
     std::size_t patience = 3;
     /// 0: GRATING's rule (route as soon as the dispersion exceeds the threshold). c > 0
     /// (default 1): frugal's confirmation, the dispersion must also have exceeded it at the c
