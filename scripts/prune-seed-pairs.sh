@@ -3,7 +3,7 @@
 # precision@10 >= 0.99, apply the threshold to seed s + 1, and count the pairs that meet
 # both targets (precision >= 0.99, candidate-layers skipped >= 0.40). docs/pruning.md's
 # calibration table comes from it. Extra arguments go to every `frugal-bench prune` replay
-# (e.g. --confirmations 0 --margin-se 1.645).
+# (e.g. --confirmations 0 --margin-se 1.645 --padding-queries 0).
 # Usage: scripts/prune-seed-pairs.sh [FRUGAL-BENCH] [prune flags...]
 # Environment: SEEDS (calibration seeds; default the 36 of the docs), QUERIES (default 200).
 set -euo pipefail
@@ -12,11 +12,11 @@ shift || true
 seeds=${SEEDS:-"1 3 5 7 9 11 13 15 17 19 21 23 31 33 35 37 39 41 43 45 47 49 51 53 61 63 65 67 69 71 73 75 77 79 81 83"}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# --margin-se only matters to calibration; the replays take the policy flags alone
+# --margin-se and --padding-queries only matter to calibration; the replays take the policy flags alone
 calibrate=("$@") policy=()
 while [ $# -gt 0 ]; do
     case $1 in
-    --margin-se) shift 2 ;;
+    --margin-se | --padding-queries) shift 2 ;;
     *) policy+=("$1"); shift ;;
     esac
 done

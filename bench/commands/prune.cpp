@@ -109,6 +109,10 @@ public:
         app.add_option("--margin-se", margin_se_,
                        "with --calibrate (automatic mode): standard errors of margin over the target (0: the paper's rule)")
             ->check(CLI::NonNegativeNumber)->capture_default_str();
+        app.add_option("--padding-queries", padding_queries_,
+                       "with --calibrate (automatic mode): extra queries of typical loss added to the calibration set "
+                       "(0 with --margin-se 0: the paper's rule)")
+            ->capture_default_str();
         app.add_option("--patience", patience_, "rank-stability extension: decisions the top set must hold (0: off)")
             ->capture_default_str();
         app.add_option("--confirmations", confirmations_,
@@ -137,7 +141,8 @@ public:
         const trajectory_set set = load_trajectories(trajectories_);
         const cluster_pruner_options base = policy_options();
         if (target_) {
-            calibration_options co{.policy = base, .delta = delta_, .margin_standard_errors = margin_se_};
+            calibration_options co{.policy = base, .delta = delta_, .margin_standard_errors = margin_se_,
+                                   .padding_queries = padding_queries_};
             const auto cal = calibrate_threshold(set, k_, *target_, co);
             cluster_pruner_options o = base;
             o.threshold = cal.threshold;
@@ -146,7 +151,10 @@ public:
             r["target"] = *target_;
             r["mode"] = delta_ ? "guarded" : "automatic";
             if (delta_) r["delta"] = *delta_;
-            else r["margin_standard_errors"] = margin_se_;
+            else {
+                r["margin_standard_errors"] = margin_se_;
+                r["padding_queries"] = padding_queries_;
+            }
             r["met"] = cal.met;
             sink.add(std::move(r));
         } else if (sweep_) {
@@ -177,7 +185,8 @@ public:
         const auto applied = evaluate_pruning(test_set, k, [&] { return cluster_pruner(o); });
         s.notes = "Replays " + std::to_string(g.queries) + " queries x 20 candidates x 28 layers, K = 10. "
                   "Threshold calibrated for precision@10 >= 0.99 on seed 1 (automatic mode, margin of " +
-                  std::to_string(calibration_options{}.margin_standard_errors) + " standard errors): " +
+                  std::to_string(calibration_options{}.margin_standard_errors) + " standard errors, " +
+                  std::to_string(calibration_options{}.padding_queries) + " padding query): " +
                   std::to_string(cal.threshold) + "; on seed 2 it gives precision@10 " +
                   std::to_string(applied.precision_at_k) + " with " +
                   std::to_string(applied.layer_compute_saved) + " of candidate-layers skipped. "
@@ -217,6 +226,7 @@ private:
     std::size_t clusters_ = cluster_pruner_options{}.clusters, max_clusters_ = cluster_pruner_options{}.max_clusters;
     std::optional<double> threshold_, target_, delta_;
     double margin_se_ = calibration_options{}.margin_standard_errors;
+    std::size_t padding_queries_ = calibration_options{}.padding_queries;
 };
 
 FRUGAL_BENCH_COMMAND(prune_command);

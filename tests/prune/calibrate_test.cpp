@@ -94,7 +94,8 @@ TEST(Calibrate, AutomaticThresholdHoldsOnHeldBackQueries) {
     g.seed = 12;
     const auto test = frugal::generate_synthetic_trajectories(g);
     // the paper's rule: no margin for the calibration queries' sampling error
-    const auto result = frugal::calibrate_threshold(cal, 10, 0.98, {.grid_points = 32, .margin_standard_errors = 0.0});
+    const auto result = frugal::calibrate_threshold(cal, 10, 0.98,
+                                                    {.grid_points = 32, .margin_standard_errors = 0.0, .padding_queries = 0});
     ASSERT_TRUE(result.met);
     EXPECT_GE(result.chosen.precision_at_k, 0.98);
     // the lowest passing grid threshold: the next lower one fails
@@ -114,8 +115,10 @@ TEST(Calibrate, StandardErrorMarginIsMetAtTheChoiceAndNotBelowIt) {
     g.seed = 21;
     const auto cal = frugal::generate_synthetic_trajectories(g);
     const double target = 0.98, z = 1.645;
-    const auto plain = frugal::calibrate_threshold(cal, 10, target, {.grid_points = 32, .margin_standard_errors = 0.0});
-    const auto guarded = frugal::calibrate_threshold(cal, 10, target, {.grid_points = 32, .margin_standard_errors = z});
+    const auto plain = frugal::calibrate_threshold(cal, 10, target,
+                                                   {.grid_points = 32, .margin_standard_errors = 0.0, .padding_queries = 0});
+    const auto guarded = frugal::calibrate_threshold(cal, 10, target,
+                                                     {.grid_points = 32, .margin_standard_errors = z, .padding_queries = 0});
     ASSERT_TRUE(plain.met);
     ASSERT_TRUE(guarded.met);
     EXPECT_GE(guarded.threshold, plain.threshold);
@@ -136,6 +139,52 @@ TEST(Calibrate, StandardErrorMarginIsMetAtTheChoiceAndNotBelowIt) {
         }
     EXPECT_THROW((void)frugal::calibrate_threshold(cal, 10, target, {.margin_standard_errors = -1.0}),
                  frugal::invalid_argument);
+}
+
+TEST(Calibrate, PaddingQueriesCarryTheTypicalLossIntoTheMargin) {
+    frugal::synthetic_trajectory_options g{.queries = 120};
+    g.seed = 31;
+    const auto cal = frugal::generate_synthetic_trajectories(g);
+    const double target = 0.98, z = 1.645;
+    const std::size_t padding = 2;
+    const auto unpadded = frugal::calibrate_threshold(cal, 10, target,
+                                                      {.grid_points = 32, .margin_standard_errors = z, .padding_queries = 0});
+    const auto padded = frugal::calibrate_threshold(cal, 10, target,
+                                                    {.grid_points = 32, .margin_standard_errors = z, .padding_queries = padding});
+    ASSERT_TRUE(padded.met);
+    EXPECT_GE(padded.threshold, unpadded.threshold);  // padding only adds loss and spread
+    // recomputed here: every grid threshold's per-query losses, the typical loss of a query
+    // that lost anything over all of them, and the padded mean minus z standard errors
+    std::vector<std::vector<double>> losses;
+    double lost = 0.0, losing = 0.0;
+    for (const auto& point : padded.curve) {
+        const auto ev = frugal::evaluate_pruning(cal, 10, [&] { return frugal::cluster_pruner({.threshold = point.threshold}); });
+        losses.push_back(ev.query_loss);
+        for (double loss : ev.query_loss) {
+            if (loss > 0.0) {
+                lost += loss;
+                losing += 1.0;
+            }
+        }
+    }
+    ASSERT_GT(losing, 0.0);
+    const auto lower_bound = [&](std::size_t point) {
+        std::vector<double> x = losses[point];
+        x.insert(x.end(), padding, lost / losing);
+        const double n = double(x.size());
+        double mean = 0.0, ss = 0.0;
+        for (double loss : x) mean += 1.0 - loss;
+        mean /= n;
+        for (double loss : x) ss += (1.0 - loss - mean) * (1.0 - loss - mean);
+        return mean - z * std::sqrt(ss / (n - 1.0) / n);
+    };
+    for (std::size_t i = 0; i < padded.curve.size(); ++i) {
+        if (padded.curve[i].threshold < padded.threshold) continue;
+        EXPECT_GE(lower_bound(i), target - 1e-12) << "threshold " << padded.curve[i].threshold;
+        if (padded.curve[i].threshold == padded.threshold && i > 0) {
+            EXPECT_LT(lower_bound(i - 1), target);
+        }
+    }
 }
 
 TEST(Calibrate, HoeffdingBentkusPValueMatchesClosedForms) {

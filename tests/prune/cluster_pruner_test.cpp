@@ -176,6 +176,27 @@ TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
     EXPECT_TRUE(restart.decide(swapped, 3, routes).done);
 }
 
+TEST(ClusterPruner, RankStabilityCountsEveryDecisionAfterTheFirstFiring) {
+    // the same top three (ids 1, 3, 5) throughout; `close` has a dispersion under the
+    // threshold, `s` over it
+    const std::vector<float> s = {0.30f, 0.45f, 0.35f, 0.50f, 0.40f, 0.55f};
+    const std::vector<float> close = {0.500f, 0.515f, 0.505f, 0.520f, 0.510f, 0.525f};
+    std::vector<route> routes(6);
+    frugal::cluster_pruner pruner({.threshold = 0.1, .patience = 2, .confirmations = 0});
+    ASSERT_LT(frugal::dispersion(std::span<const float>(close), frugal::dispersion_measure::cv), 0.1);
+    // before any firing, calm decisions do not count
+    for (int i = 0; i < 4; ++i) EXPECT_FALSE(pruner.decide(close, 3, routes).done);
+    EXPECT_TRUE(pruner.decide(s, 3, routes).triggered);  // fires: count 1
+    EXPECT_FALSE(pruner.decide(close, 3, routes).done);  // calm, counts: 2
+    const auto step = pruner.decide(close, 3, routes);   // 3 = patience + 1: terminates
+    EXPECT_TRUE(step.done);
+    EXPECT_EQ(step.selected, 3u);
+    for (std::size_t i : {1u, 3u, 5u}) EXPECT_EQ(routes[i], route::selected);
+    // reset() forgets the firing
+    pruner.reset();
+    for (int i = 0; i < 4; ++i) EXPECT_FALSE(pruner.decide(close, 3, routes).done);
+}
+
 TEST(ClusterPruner, ConfirmationsWaitForTheTriggerToHoldOnConsecutiveDecisions) {
     const auto spread = working_example_layer9();  // dispersion over 0.3: the paper's first decision
     const std::vector<float> bundled(20, 0.5f);    // dispersion 0

@@ -149,6 +149,14 @@ struct calibration_options {
     /// calibration set's (docs/pruning.md compares the two on synthetic seed pairs). 0 = the
     /// paper's rule (the lowest threshold meeting the target on the calibration set itself).
     double margin_standard_errors = 1.645 * std::numbers::sqrt2;
+    /// Automatic mode: before the mean and its standard error are taken, the calibration
+    /// queries' losses are padded with this many more queries, each with the typical loss of
+    /// a query that lost any precision (their mean over every grid threshold). Most of the
+    /// precision lost at a good threshold comes from a few queries that lose several slots;
+    /// a few hundred calibration queries that happened to hold few of them look both more
+    /// precise and less variable than they are, and the margin alone then chose too low a
+    /// threshold (docs/pruning.md). 0 with a margin of 0 is the paper's rule.
+    std::size_t padding_queries = 1;
 };
 
 /// The outcome of calibration.
@@ -186,8 +194,9 @@ namespace detail {
 
 /// Chooses the dispersion threshold of cluster_pruner from calibration trajectories.
 /// Automatic mode (GRATING 4.1): the lowest grid threshold whose precision@K on the
-/// calibration set meets `target` with a margin of `options.margin_standard_errors`
-/// standard errors, and at every higher grid threshold too (so a lucky dip in a
+/// calibration set (padded with `options.padding_queries` typical losses) meets `target`
+/// with a margin of `options.margin_standard_errors` standard errors, and at every higher
+/// grid threshold too (so a lucky dip in a
 /// non-monotone curve is not chosen). Guarded mode (`options.delta`): fixed-sequence
 /// Learn-then-Test from the highest threshold down, rejecting "mean per-query precision
 /// loss > 1 - target" with the Hoeffding-Bentkus p-value at level delta and stopping at the
@@ -216,6 +225,16 @@ namespace detail {
     }
     std::optional<std::size_t> pick;
     const double alpha = 1.0 - target;
+    double lost = 0.0;
+    std::size_t losing = 0;
+    for (const auto& ev : evals)
+        for (double x : ev.query_loss)
+            if (x > 0.0) {
+                lost += x;
+                ++losing;
+            }
+    const double typical_loss = losing > 0 ? lost / static_cast<double>(losing) : 0.0;
+    std::vector<double> padded;
     for (std::size_t i = grid.size(); i-- > 0;) {  // from never-prune down
         bool pass = false;
         if (options.delta) {
@@ -223,13 +242,14 @@ namespace detail {
             const double mean = 1.0 - evals[i].precision_at_k;
             pass = alpha > 0.0 && detail::hoeffding_bentkus_p_value(mean, loss.size(), alpha) <= *options.delta;
         } else {
-            const auto& loss = evals[i].query_loss;
-            const double mean = 1.0 - evals[i].precision_at_k;
+            padded = evals[i].query_loss;
+            padded.insert(padded.end(), options.padding_queries, typical_loss);
+            const double n = static_cast<double>(padded.size());
+            const double mean = std::accumulate(padded.begin(), padded.end(), 0.0) / n;
             double var = 0.0;
-            for (double x : loss) var += (x - mean) * (x - mean);
-            const double n = static_cast<double>(loss.size());
+            for (double x : padded) var += (x - mean) * (x - mean);
             const double standard_error = n > 1.0 ? std::sqrt(var / (n - 1.0) / n) : 0.0;
-            pass = evals[i].precision_at_k - options.margin_standard_errors * standard_error >= target - 1e-12;
+            pass = 1.0 - mean - options.margin_standard_errors * standard_error >= target - 1e-12;
         }
         if (!pass) break;
         pick = i;

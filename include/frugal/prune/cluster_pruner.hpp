@@ -98,12 +98,15 @@ struct cluster_pruner_options {
     std::size_t clusters = 0;
     std::size_t max_clusters = 6;
     /// 0: off (GRATING's rule). p > 0 (default 3): frugal's rank-stability extension, for
-    /// boundary clusters that never split (candidates around the K-th in one group): when the
-    /// trigger has fired (after its confirmations) on p + 1 consecutive decisions over the
-    /// same active candidates (nothing routed in between) and the set of the top open-slots
-    /// candidates stayed the same, that set is selected, the rest dropped, and the selection
-    /// terminates. The pruner then keeps per-query state: use one pruner per query, or call
-    /// reset() between queries (progressive_selection does).
+    /// boundary clusters that never split (candidates around the K-th in one group): once the
+    /// trigger has fired (after its confirmations) in this query, when the set of the top
+    /// open-slots candidates stays the same over p + 1 consecutive decisions over the same
+    /// active candidates (nothing routed in between), that set is selected, the rest dropped,
+    /// and the selection terminates. Every decision after the first firing counts, whatever
+    /// its dispersion: the few close candidates of a boundary group left after routing have a
+    /// low dispersion of their own, and would otherwise compute to the last layer. The
+    /// pruner then keeps per-query state: use one pruner per query, or call reset() between
+    /// queries (progressive_selection does).
     std::size_t patience = 3;
     /// 0: GRATING's rule (route as soon as the dispersion exceeds the threshold). c > 0
     /// (default 1): frugal's confirmation, the dispersion must also have exceeded it at the c
@@ -184,6 +187,7 @@ public:
     void reset() noexcept {
         stable_ = 0;
         over_threshold_ = 0;
+        has_fired_ = false;
         previous_top_.clear();
     }
 
@@ -199,7 +203,8 @@ private:
         top_.assign(n, 0);
         for (std::size_t i = 0; i < open_slots; ++i) top_[rank_[i]] = 1;
         const bool same_pool = previous_top_.size() == n && previous_open_ == open_slots;
-        stable_ = fired && same_pool && top_ == previous_top_ ? stable_ + 1 : (fired ? 1 : 0);
+        has_fired_ = has_fired_ || fired;
+        stable_ = has_fired_ && same_pool && top_ == previous_top_ ? stable_ + 1 : (has_fired_ ? 1 : 0);
         previous_top_ = top_;
         previous_open_ = open_slots;
         if (stable_ <= options_.patience) return false;
@@ -221,6 +226,7 @@ private:
     boost::container::small_vector<std::size_t, 17> bounds_;
     std::size_t stable_ = 0, previous_open_ = 0;
     std::size_t over_threshold_ = 0;  // consecutive decisions with the dispersion over the threshold
+    bool has_fired_ = false;          // the trigger fired in this query: decisions count towards patience
     std::vector<std::uint8_t> top_, previous_top_;
     std::vector<std::size_t> rank_;
 };
