@@ -234,7 +234,6 @@ namespace detail {
                 ++losing;
             }
     const double typical_loss = losing > 0 ? lost / static_cast<double>(losing) : 0.0;
-    std::vector<double> padded;
     for (std::size_t i = grid.size(); i-- > 0;) {  // from never-prune down
         bool pass = false;
         if (options.delta) {
@@ -242,12 +241,12 @@ namespace detail {
             const double mean = 1.0 - evals[i].precision_at_k;
             pass = alpha > 0.0 && detail::hoeffding_bentkus_p_value(mean, loss.size(), alpha) <= *options.delta;
         } else {
-            padded = evals[i].query_loss;
-            padded.insert(padded.end(), options.padding_queries, typical_loss);
-            const double n = static_cast<double>(padded.size());
-            const double mean = std::accumulate(padded.begin(), padded.end(), 0.0) / n;
-            double var = 0.0;
-            for (double x : padded) var += (x - mean) * (x - mean);
+            const auto& loss = evals[i].query_loss;
+            const double padding = static_cast<double>(options.padding_queries);
+            const double n = static_cast<double>(loss.size()) + padding;
+            const double mean = (std::accumulate(loss.begin(), loss.end(), 0.0) + padding * typical_loss) / n;
+            double var = padding * (typical_loss - mean) * (typical_loss - mean);
+            for (double x : loss) var += (x - mean) * (x - mean);
             const double standard_error = n > 1.0 ? std::sqrt(var / (n - 1.0) / n) : 0.0;
             pass = 1.0 - mean - options.margin_standard_errors * standard_error >= target - 1e-12;
         }
