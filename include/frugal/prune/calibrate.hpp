@@ -225,14 +225,16 @@ namespace detail {
     }
     std::optional<std::size_t> pick;
     const double alpha = 1.0 - target;
+    // automatic mode's padding: the mean loss of the queries that lost anything, over the grid
     double lost = 0.0;
     std::size_t losing = 0;
-    for (const auto& ev : evals)
-        for (double x : ev.query_loss)
-            if (x > 0.0) {
-                lost += x;
-                ++losing;
-            }
+    if (!options.delta && options.padding_queries > 0)
+        for (const auto& ev : evals)
+            for (double x : ev.query_loss)
+                if (x > 0.0) {
+                    lost += x;
+                    ++losing;
+                }
     const double typical_loss = losing > 0 ? lost / static_cast<double>(losing) : 0.0;
     for (std::size_t i = grid.size(); i-- > 0;) {  // from never-prune down
         bool pass = false;
