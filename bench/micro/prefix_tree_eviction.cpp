@@ -5,6 +5,9 @@
 //   the `ns_per_eviction` counter is the figure), then as many chunks inserted under random
 //   prefixes with random costs (untimed), so that the victims keep coming from everywhere in
 //   the tree and the GDSF order, not from one end of memory.
+// - prefix_tree_drain_lru: a batch of evict_one() calls on an LRU tree filled in one pass, so
+//   that the victims come in insertion order, which is also their order in memory; refilled
+//   (untimed) when nearly empty. Cache misses on the victims and their parents are then rare.
 // - prefix_tree_insert_evict: one new chunk under a random prefix of a full tree, which
 //   evicts one leaf: eviction plus the insertion's lookups of a random prefix.
 // - heap_rebuild: a radix cache that rebuilds a heap of its leaves per eviction (the same
@@ -84,6 +87,42 @@ void prefix_tree_evict_one(benchmark::State& state) {
     state.counters["ns_per_eviction"] = seconds * 1e9 / static_cast<double>(evicted);
 }
 BENCHMARK(prefix_tree_evict_one)->RangeMultiplier(10)->Range(1000, 1000000)->UseManualTime()->Unit(benchmark::kNanosecond);
+
+// Draining a tree filled in one pass under LRU: the victims come in insertion order, which is
+// also their order in memory, so what is timed is the eviction's own work, not cache misses.
+void prefix_tree_drain_lru(benchmark::State& state) {
+    using lru_tree = frugal::prefix_tree<std::uint64_t, std::uint64_t, frugal::tree_lru>;
+    const auto n = static_cast<std::size_t>(state.range(0));
+    const std::size_t batch = std::max<std::size_t>(1, std::min<std::size_t>(256, n / 16));
+    lru_tree tree(frugal::memory_budget(1ull << 40));
+    const auto refill = [&] {
+        for (std::uint64_t i = 0; i < n; ++i) {
+            const std::uint64_t s[3] = {i / 64, (1ull << 32) + i / 8, (2ull << 32) + i};
+            const value v[3] = {{i, 1, 1.0}, {i, 1, 1.0}, {i, 1, 1.0}};
+            tree.insert(s, v);
+        }
+    };
+    refill();
+    std::size_t full = tree.size();
+    std::uint64_t evicted = 0;
+    double seconds = 0;
+    for (auto _ : state) {
+        if (tree.size() < batch) {
+            state.PauseTiming();
+            refill();
+            state.ResumeTiming();
+        }
+        const double start = thread_seconds();
+        for (std::size_t i = 0; i < batch; ++i) benchmark::DoNotOptimize(tree.evict_one());
+        const double t = thread_seconds() - start;
+        state.SetIterationTime(t);
+        seconds += t;
+        evicted += batch;
+    }
+    state.counters["nodes"] = static_cast<double>(full);
+    state.counters["ns_per_eviction"] = seconds * 1e9 / static_cast<double>(evicted);
+}
+BENCHMARK(prefix_tree_drain_lru)->RangeMultiplier(10)->Range(1000, 1000000)->UseManualTime()->Unit(benchmark::kNanosecond);
 
 void prefix_tree_insert_evict(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));

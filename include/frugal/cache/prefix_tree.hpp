@@ -206,7 +206,11 @@ class prefix_tree {
         std::size_t hash, slot = 0;
         std::uint64_t frequency = 0, tick = 0;
         double priority = 0;
-        std::uint32_t pins = 0, children = 0, depth = 0;
+        // pins and children apart: GCC merges `pins == 0 && children == 0` into one 8-byte
+        // load, which right after an eviction's 4-byte `--children` cannot be forwarded from
+        // the store and waits for every older store to commit, the index's tombstone (a cache
+        // miss in a large tree) among them (docs/caches.md).
+        std::uint32_t pins = 0, depth = 0, children = 0;
         bool in_leaf_set = false;
     };
     struct leaf_order {
