@@ -5,7 +5,9 @@
 # calibration table comes from it. Extra arguments go to every `frugal-bench prune` replay
 # (e.g. --confirmations 0 --margin-se 1.645 --padding-queries 0).
 # Usage: scripts/prune-seed-pairs.sh [FRUGAL-BENCH] [prune flags...]
-# Environment: SEEDS (calibration seeds; default the 36 of the docs), QUERIES (default 200).
+# Environment: SEEDS (calibration seeds; default the 36 of the docs), QUERIES (default 200),
+# CAL_QUERIES (queries of the calibration seeds; default QUERIES), FIXED_THRESHOLD (skip
+# calibration and apply this threshold to every test seed).
 set -euo pipefail
 bench=${1:-build/release/bench/frugal-bench}
 shift || true
@@ -22,10 +24,13 @@ while [ $# -gt 0 ]; do
 done
 field() { python3 -c 'import json,sys; print(next(json.loads(l)[sys.argv[1]] for l in sys.stdin if l.startswith("{")))' "$1"; }
 for s in $seeds; do
-    for g in "$s" $((s + 1)); do
-        "$bench" prune --generate --out "$work/$g.txt" --queries "${QUERIES:-200}" --candidates 20 --layers 28 --seed "$g" >/dev/null
-    done
-    th=$("$bench" prune --trajectories "$work/$s.txt" --k 10 --calibrate 0.99 --json ${calibrate[@]+"${calibrate[@]}"} | field threshold)
+    "$bench" prune --generate --out "$work/$s.txt" --queries "${CAL_QUERIES:-${QUERIES:-200}}" --candidates 20 --layers 28 --seed "$s" >/dev/null
+    "$bench" prune --generate --out "$work/$((s + 1)).txt" --queries "${QUERIES:-200}" --candidates 20 --layers 28 --seed $((s + 1)) >/dev/null
+    if [ -n "${FIXED_THRESHOLD:-}" ]; then
+        th=$FIXED_THRESHOLD
+    else
+        th=$("$bench" prune --trajectories "$work/$s.txt" --k 10 --calibrate 0.99 --json ${calibrate[@]+"${calibrate[@]}"} | field threshold)
+    fi
     out=$("$bench" prune --trajectories "$work/$((s + 1)).txt" --k 10 --threshold "$th" --json ${policy[@]+"${policy[@]}"})
     echo "$s $th $(echo "$out" | field precision_at_k) $(echo "$out" | field layer_compute_saved)"
 done | python3 -c '
