@@ -115,6 +115,10 @@ public:
             ->capture_default_str();
         app.add_option("--patience", patience_, "rank-stability extension: decisions the top set must hold (0: off)")
             ->capture_default_str();
+        app.add_option("--lead-over-change", lead_over_change_,
+                       "rank-stability extension: the top set's lead must be this many times the largest score move "
+                       "since the previous decision (0: off)")
+            ->check(CLI::NonNegativeNumber)->capture_default_str();
         app.add_option("--confirmations", confirmations_,
                        "earlier consecutive decisions whose dispersion must also exceed the threshold (0: GRATING's rule)")
             ->capture_default_str();
@@ -214,6 +218,7 @@ private:
         o.mode = exact_ ? ranking_mode::exact : ranking_mode::top_k;
         o.clusters = clusters_;
         o.patience = patience_;
+        o.lead_over_change = lead_over_change_;
         o.confirmations = confirmations_;
         o.max_clusters = max_clusters_;
         return o;
@@ -225,6 +230,7 @@ private:
     std::size_t patience_ = cluster_pruner_options{}.patience, confirmations_ = cluster_pruner_options{}.confirmations;
     std::size_t clusters_ = cluster_pruner_options{}.clusters, max_clusters_ = cluster_pruner_options{}.max_clusters;
     std::optional<double> threshold_, target_, delta_;
+    double lead_over_change_ = cluster_pruner_options{}.lead_over_change;
     double margin_se_ = calibration_options{}.margin_standard_errors;
     std::size_t padding_queries_ = calibration_options{}.padding_queries;
 };

@@ -178,11 +178,12 @@ TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
 
 TEST(ClusterPruner, RankStabilityCountsEveryDecisionAfterTheFirstFiring) {
     // the same top three (ids 1, 3, 5) throughout; `close` has a dispersion under the
-    // threshold, `s` over it
+    // threshold, `s` over it. The lead check is off: the jump from `s` to `close` would
+    // otherwise not count (its own test is below).
     const std::vector<float> s = {0.30f, 0.45f, 0.35f, 0.50f, 0.40f, 0.55f};
     const std::vector<float> close = {0.500f, 0.515f, 0.505f, 0.520f, 0.510f, 0.525f};
     std::vector<route> routes(6);
-    frugal::cluster_pruner pruner({.threshold = 0.1, .patience = 2, .confirmations = 0});
+    frugal::cluster_pruner pruner({.threshold = 0.1, .patience = 2, .lead_over_change = 0.0, .confirmations = 0});
     ASSERT_LT(frugal::dispersion(std::span<const float>(close), frugal::dispersion_measure::cv), 0.1);
     // before any firing, calm decisions do not count
     for (int i = 0; i < 4; ++i) EXPECT_FALSE(pruner.decide(close, 3, routes).done);
@@ -195,6 +196,35 @@ TEST(ClusterPruner, RankStabilityCountsEveryDecisionAfterTheFirstFiring) {
     // reset() forgets the firing
     pruner.reset();
     for (int i = 0; i < 4; ++i) EXPECT_FALSE(pruner.decide(close, 3, routes).done);
+}
+
+TEST(ClusterPruner, RankStabilityCountsOnlyALeadThatTheScoresMovesCannotOverturn) {
+    // Top three ids 1, 3, 5 throughout, with a lead of 0.1 over the rest (0.6 against 0.5).
+    // One cluster per decision routes nothing, so only the rank-stability stop can end it.
+    const std::vector<std::vector<float>> pools = {
+        {0.20f, 0.60f, 0.30f, 0.70f, 0.50f, 0.80f},
+        {-0.10f, 0.60f, 0.30f, 0.70f, 0.50f, 0.80f},  // id 0 moved 0.3: 0.5 x 0.3 > 0.1
+        {-0.10f, 0.60f, 0.34f, 0.70f, 0.50f, 0.80f},  // largest move 0.04: 0.02 < 0.1
+        {-0.10f, 0.60f, 0.30f, 0.70f, 0.50f, 0.80f},
+    };
+    const auto decisions_until_done = [&](double lead_over_change) {
+        frugal::cluster_pruner pruner(
+            {.threshold = 0.0, .clusters = 1, .patience = 2, .lead_over_change = lead_over_change, .confirmations = 0});
+        std::vector<route> routes(6);
+        for (std::size_t d = 0; d < pools.size(); ++d) {
+            if (pruner.decide(pools[d], 3, routes).done) {
+                for (std::size_t i : {1u, 3u, 5u}) EXPECT_EQ(routes[i], route::selected);
+                return d + 1;
+            }
+        }
+        return std::size_t{0};
+    };
+    // counted by hand: without the check every unchanged top set counts (1, 2, 3 = patience
+    // + 1 at the third decision); with it the second does not (1, 1, 2, 3 at the fourth)
+    EXPECT_EQ(decisions_until_done(0.0), 3u);
+    EXPECT_EQ(decisions_until_done(0.5), 4u);
+    // a lead of 0.1 against a 0.3 move counts from a ratio of 1/3 down
+    EXPECT_EQ(decisions_until_done(0.3), 3u);
 }
 
 TEST(ClusterPruner, ConfirmationsWaitForTheTriggerToHoldOnConsecutiveDecisions) {
@@ -268,6 +298,9 @@ TEST(ClusterPruner, RejectsBadInput) {
         s[1] = bad;
         EXPECT_THROW(pruner.decide(s, 1, routes), frugal::invalid_argument);
     }
+    EXPECT_THROW(frugal::cluster_pruner({.lead_over_change = -0.5}), frugal::invalid_argument);
+    EXPECT_THROW(frugal::cluster_pruner({.lead_over_change = std::numeric_limits<double>::infinity()}),
+                 frugal::invalid_argument);
     EXPECT_THROW(frugal::margin_pruner(-1.0), frugal::invalid_argument);
     EXPECT_THROW(frugal::progressive_selection(pruner, 0, 1), frugal::invalid_argument);
     EXPECT_THROW(frugal::progressive_selection(pruner, 5, 0), frugal::invalid_argument);

@@ -143,12 +143,14 @@ struct calibration_options {
     std::optional<double> delta{};
     /// Automatic mode: the calibration set's mean precision must exceed the target by this
     /// many standard errors of that mean (per-query precision spread / sqrt(queries)). The
-    /// default, 1.645 * sqrt(2) = 2.326, is a one-sided 95% normal bound on the difference
+    /// default, 2.326 * sqrt(2) = 3.290, is a one-sided 99% normal bound on the difference
     /// between the calibration set's mean and that of a new set of as many queries: the
     /// target is meant to hold on the new set, whose own sampling luck counts as much as the
-    /// calibration set's (docs/pruning.md compares the two on synthetic seed pairs). 0 = the
-    /// paper's rule (the lowest threshold meeting the target on the calibration set itself).
-    double margin_standard_errors = 1.645 * std::numbers::sqrt2;
+    /// calibration set's (docs/pruning.md compares the two on synthetic seed pairs). For new
+    /// sets of another size, the same bound is 2.326 * sqrt(1 + calibration queries / new
+    /// queries). 0 = the paper's rule (the lowest threshold meeting the target on the
+    /// calibration set itself).
+    double margin_standard_errors = 2.326 * std::numbers::sqrt2;
     /// Automatic mode: before the mean and its standard error are taken, the calibration
     /// queries' losses are padded with this many more queries, each with the typical loss of
     /// a query that lost any precision (their mean over every grid threshold). Most of the
