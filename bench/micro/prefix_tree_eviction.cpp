@@ -59,9 +59,32 @@ double thread_seconds() {
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// Evictions per timed batch: enough to dwarf the clock reads, few enough to leave the tree near its size.
+std::size_t eviction_batch(std::size_t n) { return std::max<std::size_t>(1, std::min<std::size_t>(256, n / 16)); }
+
+// Times batches of evict_one() in thread CPU time (manual time), calling `top_up` (untimed)
+// before each batch, and reports the tree's size and the time per eviction.
+template <class Tree, class TopUp>
+void time_evictions(benchmark::State& state, Tree& tree, std::size_t batch, TopUp top_up) {
+    const std::size_t full = tree.size();
+    std::uint64_t evicted = 0;
+    double seconds = 0;
+    for (auto _ : state) {
+        top_up();
+        const double start = thread_seconds();
+        for (std::size_t i = 0; i < batch; ++i) benchmark::DoNotOptimize(tree.evict_one());
+        const double t = thread_seconds() - start;
+        state.SetIterationTime(t);
+        seconds += t;
+        evicted += batch;
+    }
+    state.counters["nodes"] = static_cast<double>(full);
+    state.counters["ns_per_eviction"] = seconds * 1e9 / static_cast<double>(evicted);
+}
+
 void prefix_tree_evict_one(benchmark::State& state) {
     const auto n = static_cast<std::size_t>(state.range(0));
-    const std::size_t batch = std::max<std::size_t>(1, std::min<std::size_t>(256, n / 16));
+    const std::size_t batch = eviction_batch(n);
     std::mt19937_64 rng(1);
     tree_type tree(frugal::memory_budget(1ull << 40));
     fill(tree, n, rng);
@@ -72,19 +95,9 @@ void prefix_tree_evict_one(benchmark::State& state) {
         for (std::size_t i = 0; i < batch; ++i) tree.evict_one();
         while (tree.size() < full) insert_random_leaf(tree, n, next, rng);
     }
-    std::uint64_t evicted = 0;
-    double seconds = 0;
-    for (auto _ : state) {
-        const double start = thread_seconds();
-        for (std::size_t i = 0; i < batch; ++i) benchmark::DoNotOptimize(tree.evict_one());
-        const double t = thread_seconds() - start;
-        state.SetIterationTime(t);
-        seconds += t;
-        evicted += batch;
+    time_evictions(state, tree, batch, [&] {
         while (tree.size() < full) insert_random_leaf(tree, n, next, rng);
-    }
-    state.counters["nodes"] = static_cast<double>(full);
-    state.counters["ns_per_eviction"] = seconds * 1e9 / static_cast<double>(evicted);
+    });
 }
 BENCHMARK(prefix_tree_evict_one)->RangeMultiplier(10)->Range(1000, 1000000)->UseManualTime()->Unit(benchmark::kNanosecond);
 
@@ -93,7 +106,7 @@ BENCHMARK(prefix_tree_evict_one)->RangeMultiplier(10)->Range(1000, 1000000)->Use
 void prefix_tree_drain_lru(benchmark::State& state) {
     using lru_tree = frugal::prefix_tree<std::uint64_t, std::uint64_t, frugal::tree_lru>;
     const auto n = static_cast<std::size_t>(state.range(0));
-    const std::size_t batch = std::max<std::size_t>(1, std::min<std::size_t>(256, n / 16));
+    const std::size_t batch = eviction_batch(n);
     lru_tree tree(frugal::memory_budget(1ull << 40));
     const auto refill = [&] {
         for (std::uint64_t i = 0; i < n; ++i) {
@@ -103,24 +116,9 @@ void prefix_tree_drain_lru(benchmark::State& state) {
         }
     };
     refill();
-    std::size_t full = tree.size();
-    std::uint64_t evicted = 0;
-    double seconds = 0;
-    for (auto _ : state) {
-        if (tree.size() < batch) {
-            state.PauseTiming();
-            refill();
-            state.ResumeTiming();
-        }
-        const double start = thread_seconds();
-        for (std::size_t i = 0; i < batch; ++i) benchmark::DoNotOptimize(tree.evict_one());
-        const double t = thread_seconds() - start;
-        state.SetIterationTime(t);
-        seconds += t;
-        evicted += batch;
-    }
-    state.counters["nodes"] = static_cast<double>(full);
-    state.counters["ns_per_eviction"] = seconds * 1e9 / static_cast<double>(evicted);
+    time_evictions(state, tree, batch, [&] {
+        if (tree.size() < batch) refill();
+    });
 }
 BENCHMARK(prefix_tree_drain_lru)->RangeMultiplier(10)->Range(1000, 1000000)->UseManualTime()->Unit(benchmark::kNanosecond);
 
