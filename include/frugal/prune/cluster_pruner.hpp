@@ -216,7 +216,7 @@ private:
         has_fired_ = has_fired_ || fired;
         const bool settled = same_pool && top_ == previous_top_ && lead_holds(scores);
         stable_ = has_fired_ && settled ? stable_ + 1 : (has_fired_ ? 1 : 0);
-        previous_scores_.assign(scores.begin(), scores.end());
+        if (options_.lead_over_change > 0.0) previous_scores_.assign(scores.begin(), scores.end());
         previous_top_ = top_;
         previous_open_ = open_slots;
         if (stable_ <= options_.patience) return false;
@@ -255,7 +255,7 @@ private:
     std::size_t over_threshold_ = 0;  // consecutive decisions with the dispersion over the threshold
     bool has_fired_ = false;          // the trigger fired in this query: decisions count towards patience
     std::vector<std::uint8_t> top_, previous_top_;
-    std::vector<double> previous_scores_;  // the pool at the previous decision, for lead_holds
+    std::vector<double> previous_scores_;  // the pool at the previous decision, kept only for lead_holds
     std::vector<std::size_t> rank_;
 };
 static_assert(pruning_policy<cluster_pruner>);
