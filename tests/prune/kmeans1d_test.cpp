@@ -156,11 +156,12 @@ TEST(Kmeans1d, FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
     // Float scores take the counting sort: check order() against a stable sort and the
     // DP (its swept short stretches included) against the O(k n^2) oracle, on shapes that
     // give the sort's buckets collisions, signed zeros and negative values, and on pools
-    // packed next to a huge outlier, which the insertion pass hands to pdqsort.
+    // packed next to a huge outlier, which the insertion pass hands to pdqsort, and on scores
+    // spanning the whole float range (whose width overflows a float).
     std::mt19937 rng(11);
     std::normal_distribution<float> normal;
     std::uniform_real_distribution<float> uniform;
-    for (int shape = 0; shape < 5; ++shape) {
+    for (int shape = 0; shape < 6; ++shape) {
         const std::size_t n = shape == 4 ? 1000 : 300;
         std::vector<float> x(n);
         for (std::size_t i = 0; i < n; ++i) {
@@ -169,7 +170,13 @@ TEST(Kmeans1d, FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
             case 1: x[i] = 0.15f + 0.2f * float(i % 4) + 0.05f * normal(rng); break;
             case 2: x[i] = float(int(uniform(rng) * 5.0f)) - 2.0f; break;           // ties, negatives
             case 3: x[i] = (i % 2 ? -0.0f : 0.0f) + (i % 7 == 0 ? 1.0f : 0.0f); break;  // signed zeros
-            default: x[i] = i == 0 ? 1e6f : 1.0f + 1e-3f * uniform(rng); break;   // packed + outlier
+            case 4: x[i] = i == 0 ? 1e6f : 1.0f + 1e-3f * uniform(rng); break;     // packed + outlier
+            default: {  // extremes, subnormals and ordinary scores of both signs
+                constexpr float extremes[] = {std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(),
+                                              std::numeric_limits<float>::min(), 0.0f};
+                const float sign = i % 2 ? -1.0f : 1.0f;
+                x[i] = sign * (i % 3 == 0 ? extremes[(i / 3) % 4] : normal(rng));
+            }
             }
         }
         kmeans1d km;
@@ -183,7 +190,8 @@ TEST(Kmeans1d, FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
         });
         const auto order = km.order();
         ASSERT_TRUE(std::equal(order.begin(), order.end(), expected.begin())) << "shape " << shape;
-        if (shape == 4) continue;  // an outlier of 1e6 leaves the small clusters' costs below rounding
+        // an outlier of 1e6 leaves the small clusters' costs below rounding; 3e38 squared, all
+        if (shape >= 4) continue;
         const auto best = quadratic_dp_sse(std::vector<double>(x.begin(), x.end()), 8);
         for (std::size_t k = 1; k <= 8; ++k) {
             const double tol = 1e-9 * (1.0 + best[1]);

@@ -247,13 +247,7 @@ private:
         reserve_size(order_, n_);
         reserve_size(sorted_, n_);
         if constexpr (std::is_same_v<T, float>) {
-            reserve_size(keys_, n_);
-            for (std::size_t i = 0; i < n_; ++i) {
-                const std::uint32_t bits = std::bit_cast<std::uint32_t>(scores[i] + 0.0f);  // -0 to +0
-                const std::uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
-                keys_[i] = (std::uint64_t{ordered} << 32) | i;
-            }
-            sort_keys();
+            sort_keys(scores);
             for (std::size_t p = 0; p < n_; ++p) order_[p] = static_cast<std::uint32_t>(keys_[p] & 0xffffffffu);
         } else {
             reserve_size(pairs_, n_);
@@ -264,38 +258,42 @@ private:
         for (std::size_t p = 0; p < n_; ++p) sorted_[p] = static_cast<double>(scores[order_[p]]);
     }
 
-    /// Sorts keys_[0..n): two stable counting passes on the top 16 significant bits of
-    /// key - min (the bits below the range's width are dropped), then an insertion pass that
-    /// orders keys those bits could not tell apart: no comparison branches to mispredict on
-    /// new scores, as a comparison sort's do (Boost's spreadsort hands inputs this small to
-    /// one). When the insertion pass has
-    /// to move keys far (scores packed into a few buckets, as around one huge outlier),
-    /// pdqsort finishes the job.
-    void sort_keys() {
+    /// Leaves in keys_[0..n) the keys of `scores` (order-preserving bits of the score, then
+    /// its position), sorted: two stable counting passes on a 16-bit bucket linear in the
+    /// score over [min, max], then an insertion pass that orders the keys a bucket could not
+    /// tell apart: no comparison branches to mispredict on new scores, as a comparison
+    /// sort's do (Boost's spreadsort hands inputs this small to one). Buckets linear in the
+    /// value, not in its bits, spread scores on both sides of zero as evenly as elsewhere.
+    /// When the insertion pass has to move keys far (scores packed into a few buckets, as
+    /// around one huge outlier), pdqsort finishes the job.
+    void sort_keys(std::span<const float> scores) {
+        reserve_size(keys_, n_);
         reserve_size(sort_buffer_, n_);
-        std::uint64_t lo = keys_[0] >> 32, hi = lo;
+        float lo = scores[0], hi = lo;
         for (std::size_t i = 1; i < n_; ++i) {
-            const std::uint64_t score = keys_[i] >> 32;
-            lo = std::min(lo, score);
-            hi = std::max(hi, score);
+            lo = std::min(lo, scores[i]);
+            hi = std::max(hi, scores[i]);
         }
-        const int width = std::bit_width(hi - lo);
-        const int drop = width > 16 ? width - 16 : 0;
+        // in double, where neither hi - lo overflows nor the bucket can pass 65535
+        const double scale = hi > lo ? 65535.0 / (static_cast<double>(hi) - lo) : 0.0;
         std::uint32_t count[2][256] = {};
-        for (std::size_t i = 0; i < n_; ++i) {
-            const std::uint64_t digits = ((keys_[i] >> 32) - lo) >> drop;
-            ++count[0][digits & 0xffu];
-            ++count[1][(digits >> 8) & 0xffu];
+        for (std::size_t i = 0; i < n_; ++i) {  // bucket in the top 16 bits, then the position
+            const auto bucket = static_cast<std::uint64_t>((static_cast<double>(scores[i]) - lo) * scale);
+            keys_[i] = bucket << 48 | i;
+            ++count[0][bucket & 0xffu];
+            ++count[1][bucket >> 8];
         }
-        std::uint64_t* from = keys_.data();
-        std::uint64_t* to = sort_buffer_.data();
-        for (int pass = 0; pass < 2; ++pass) {
-            const int shift = drop + 8 * pass;
+        for (auto& digit : count) {
             std::uint32_t start = 0;
-            for (std::uint32_t& c : count[pass]) start += std::exchange(c, start);
-            for (std::size_t i = 0; i < n_; ++i) to[count[pass][(((from[i] >> 32) - lo) >> shift) & 0xffu]++] = from[i];
-            std::swap(from, to);
-        }  // two passes: the keys are back in keys_
+            for (std::uint32_t& c : digit) start += std::exchange(c, start);
+        }
+        for (std::size_t i = 0; i < n_; ++i) sort_buffer_[count[0][(keys_[i] >> 48) & 0xffu]++] = keys_[i];
+        for (std::size_t p = 0; p < n_; ++p) {  // the second pass writes the final keys
+            const std::size_t i = sort_buffer_[p] & 0xffffffffu;
+            const std::uint32_t bits = std::bit_cast<std::uint32_t>(scores[i] + 0.0f);  // -0 to +0
+            const std::uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+            keys_[count[1][sort_buffer_[p] >> 56]++] = (std::uint64_t{ordered} << 32) | i;
+        }
         std::size_t moved = 0;
         for (std::size_t i = 1; i < n_; ++i) {
             const std::uint64_t key = keys_[i];
