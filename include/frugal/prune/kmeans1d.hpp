@@ -214,8 +214,9 @@ private:
     static constexpr std::size_t table_pad = sweep_lanes;
     /// Stretches of at most this many ends, whose candidate starts number at most
     /// sweep_max_span per end, are swept instead of bisected: below that, the bisection's
-    /// per-end calls cost more than the sweep's redundant lanes (measured on 1000 scores).
-    static constexpr std::size_t sweep_max_ends = 32;
+    /// per-end calls cost more than the sweep's redundant lanes (measured on 1000 scores with
+    /// scripts/ab-kmeans1d.sh: 16 ends fit 4-5% faster than 32; 8 and 12, 5-9% slower).
+    static constexpr std::size_t sweep_max_ends = 16;
     static constexpr std::size_t sweep_max_span = 4;
 
     /// boundaries(k) without allocating for k <= 16 (checks k).
