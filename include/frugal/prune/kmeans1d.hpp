@@ -366,16 +366,18 @@ private:
     }
 
     /// D[k][i] and its optimal split over last-cluster starts lo..hi (hi <= i), the largest
-    /// one on ties. Lanes past `hi` are masked (not skipped by a conditional, which the
-    /// compiler turns into a branch per lane), so loops run whole vectors and never a scalar
-    /// remainder: on fresh data the remainders' unpredictable branches cost more than the
-    /// arithmetic. Ranges of up to 4092 candidates pack the candidate's rank from the end into
-    /// the lowest 12 mantissa bits of its (non-negative) cost, so one vector minimum yields
-    /// cost and position; a masked lane is all ones, a NaN, which never compares below. The
-    /// winner's cost is then recomputed in full. A candidate within 2^-40 (relative) of the
-    /// best may win instead of it: far below the rounding of the prefix-sum costs
-    /// themselves. That loop is written with GCC/Clang vector types (as sweep_row): GCC does
-    /// not vectorise a floating-point minimum without -ffast-math. The other ranges compare
+    /// one on ties. The loops run whole vectors and never a scalar remainder (on fresh data
+    /// the remainders' unpredictable branches cost more than the arithmetic): the last vector
+    /// takes the range's last four candidates again, or on a range shorter than a vector, the
+    /// range with the lanes past it masked (not skipped by a conditional, which the compiler
+    /// turns into a branch per lane). Ranges of up to 4092 candidates pack the candidate's
+    /// rank from the end into the lowest 12 mantissa bits of its cost, so one vector minimum
+    /// yields cost and position; a masked lane is all ones, a NaN, which never compares
+    /// below. The winner's cost is then recomputed in full. A candidate within 2^-40
+    /// (relative) of the best may win instead of it, as may, among costs that rounding made
+    /// negative, a smaller rank: far below the rounding of the prefix-sum costs themselves.
+    /// That loop is written with GCC/Clang vector types (as sweep_row): GCC does not
+    /// vectorise a floating-point minimum without -ffast-math. The other ranges compare
     /// costs as integers (the bits of a non-negative double order like its value).
     void row_minimum(std::size_t k, std::size_t i, std::size_t lo, std::size_t hi) {
         FRUGAL_ASSERT(k <= lo && lo <= hi && hi <= i);
@@ -392,25 +394,32 @@ private:
             using vec = double __attribute__((vector_size(row_lanes * sizeof(double))));
             using lanes = std::int64_t __attribute__((vector_size(row_lanes * sizeof(double))));
             vec low = vec{} + std::numeric_limits<double>::infinity();
-            lanes rank;
-            for (std::size_t t = 0; t < row_lanes; ++t) rank[t] = rank_bits - static_cast<std::int64_t>(t);
-            const lanes first_past = lanes{} + (rank_bits - static_cast<std::int64_t>(last));
-            for (std::size_t t = 0; t < count; t += row_lanes) {
+            lanes base;
+            for (std::size_t t = 0; t < row_lanes; ++t) base[t] = rank_bits - static_cast<std::int64_t>(t);
+            // takes the candidates at positions t..t + 3 into `low`, their ranks (`rank`, from
+            // rank_bits - t down) packed into their costs, the lanes where `past` is set (past
+            // the range) all ones
+            const auto take = [&](std::size_t t, const lanes& rank, const lanes& past) {
                 vec sv, gv, rv;
                 std::memcpy(&sv, s + t, sizeof sv);
                 std::memcpy(&gv, g + t, sizeof gv);
                 std::memcpy(&rv, r + t, sizeof rv);
                 const vec d = si - sv;
                 vec v = (qi + gv) - d * d * rv;
-                v = v > 0.0 ? v : vec{};
-                // past the range: all bits set, a NaN, which never compares below
                 lanes key;
                 std::memcpy(&key, &v, sizeof key);
-                key = (key & ~rank_bits) | rank | (rank < first_past);
+                key = (key & ~rank_bits) | rank | past;
                 std::memcpy(&v, &key, sizeof v);
                 low = v < low ? v : low;
-                rank -= row_lanes;
-            }
+            };
+            const std::size_t whole = (last + 1) / row_lanes * row_lanes;
+            lanes rank = base;
+            for (std::size_t t = 0; t < whole; t += row_lanes, rank -= row_lanes) take(t, rank, lanes{});
+            // then the last row_lanes candidates again (a repeat leaves a minimum as it is) or,
+            // on ranges shorter than that, the range with the lanes past it masked
+            const std::size_t tail = last + 1 >= row_lanes ? last + 1 - row_lanes : 0;
+            rank = base - static_cast<std::int64_t>(tail);
+            take(tail, rank, rank < rank_bits - static_cast<std::int64_t>(last));
             double lowest = low[0];
             for (std::size_t t = 1; t < row_lanes; ++t) lowest = low[t] < lowest ? low[t] : lowest;
             arg = static_cast<std::size_t>(rank_bits - (std::bit_cast<std::int64_t>(lowest) & rank_bits));
