@@ -39,6 +39,15 @@ namespace detail {
 template <class T>
 void check_kmeans_input(std::span<const T> scores, const char* who) {
     FRUGAL_CHECK(!scores.empty(), who, ": empty score pool");
+    if constexpr (!std::is_floating_point_v<T>) {
+        return;  // integers are finite
+    } else {
+        // a branch-free pass first, which the compiler vectorises; the one that names the
+        // bad score runs only when there is one
+        int bad = 0;
+        for (const T x : scores) bad |= !(std::abs(x) <= std::numeric_limits<T>::max());
+        if (bad == 0) return;
+    }
     for (std::size_t i = 0; i < scores.size(); ++i) {
         FRUGAL_CHECK(std::isfinite(static_cast<double>(scores[i])), who, ": score ", i, " is ",
                      static_cast<double>(scores[i]));
