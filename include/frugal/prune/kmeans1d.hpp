@@ -268,14 +268,22 @@ private:
         for (std::size_t p = 0; p < n_; ++p) sorted_[p] = static_cast<double>(scores[order_[p]]);
     }
 
+    /// The bits of a float, made to order as unsigned integers like the floats (-0 as +0).
+    [[nodiscard]] static std::uint32_t ordered_bits(float x) noexcept {
+        const std::uint32_t bits = std::bit_cast<std::uint32_t>(x + 0.0f);
+        return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+    }
+
     /// Leaves in keys_[0..n) the keys of `scores` (order-preserving bits of the score, then
-    /// its position), sorted: two stable counting passes on a 16-bit bucket linear in the
-    /// score over [min, max], then an insertion pass that orders the keys a bucket could not
-    /// tell apart: no comparison branches to mispredict on new scores, as a comparison
-    /// sort's do (Boost's spreadsort hands inputs this small to one). Buckets linear in the
-    /// value, not in its bits, spread scores on both sides of zero as evenly as elsewhere.
-    /// When the insertion pass has to move keys far (scores packed into a few buckets, as
-    /// around one huge outlier), pdqsort finishes the job.
+    /// its position), sorted: two stable counting passes on a 16-bit bucket, then an
+    /// insertion pass that orders the keys a bucket could not tell apart: no comparison
+    /// branches to mispredict on new scores, as a comparison sort's do (Boost's spreadsort
+    /// hands inputs this small to one). Pools of one sign bucket by the top 16 significant
+    /// bits of ordered_bits - min, which spread skewed pools (most scores near 0, a long
+    /// tail) as a logarithm would; pools spanning zero, whose bit range that way is mostly
+    /// empty, bucket linearly in the value over [min, max]. When the insertion pass has to
+    /// move keys far (scores packed into a few buckets, as around one huge outlier),
+    /// pdqsort finishes the job.
     void sort_keys(std::span<const float> scores) {
         reserve_size(keys_, n_);
         reserve_size(sort_buffer_, n_);
@@ -284,14 +292,24 @@ private:
             lo = std::min(lo, scores[i]);
             hi = std::max(hi, scores[i]);
         }
-        // in double, where neither hi - lo overflows nor the bucket can pass 65535
-        const double scale = hi > lo ? 65535.0 / (static_cast<double>(hi) - lo) : 0.0;
         std::uint32_t count[2][256] = {};
-        for (std::size_t i = 0; i < n_; ++i) {  // bucket in the top 16 bits, then the position
-            const auto bucket = static_cast<std::uint64_t>((static_cast<double>(scores[i]) - lo) * scale);
-            keys_[i] = bucket << 48 | i;
-            ++count[0][bucket & 0xffu];
-            ++count[1][bucket >> 8];
+        const auto take_buckets = [&](auto bucket_of) {  // bucket in the top 16 bits, then the position
+            for (std::size_t i = 0; i < n_; ++i) {
+                const std::uint64_t bucket = bucket_of(scores[i]);
+                keys_[i] = bucket << 48 | i;
+                ++count[0][bucket & 0xffu];
+                ++count[1][bucket >> 8];
+            }
+        };
+        if (lo < 0.0f && hi > 0.0f) {
+            // in double, where neither hi - lo overflows nor the bucket can pass 65535
+            const double scale = 65535.0 / (static_cast<double>(hi) - lo);
+            take_buckets([&](float x) { return static_cast<std::uint64_t>((static_cast<double>(x) - lo) * scale); });
+        } else {
+            const std::uint32_t base = ordered_bits(lo);
+            const int width = std::bit_width(ordered_bits(hi) - base);
+            const int drop = width > 16 ? width - 16 : 0;
+            take_buckets([&](float x) { return std::uint64_t{(ordered_bits(x) - base) >> drop}; });
         }
         for (auto& digit : count) {
             std::uint32_t start = 0;
@@ -300,9 +318,7 @@ private:
         for (std::size_t i = 0; i < n_; ++i) sort_buffer_[count[0][(keys_[i] >> 48) & 0xffu]++] = keys_[i];
         for (std::size_t p = 0; p < n_; ++p) {  // the second pass writes the final keys
             const std::size_t i = sort_buffer_[p] & 0xffffffffu;
-            const std::uint32_t bits = std::bit_cast<std::uint32_t>(scores[i] + 0.0f);  // -0 to +0
-            const std::uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
-            keys_[count[1][sort_buffer_[p] >> 56]++] = (std::uint64_t{ordered} << 32) | i;
+            keys_[count[1][sort_buffer_[p] >> 56]++] = (std::uint64_t{ordered_bits(scores[i])} << 32) | i;
         }
         std::size_t moved = 0;
         for (std::size_t i = 1; i < n_; ++i) {
