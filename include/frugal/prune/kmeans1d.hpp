@@ -224,7 +224,7 @@ private:
     /// Stretches of at most this many ends, whose candidate starts number at most
     /// sweep_max_span per end, are swept instead of bisected: below that, the bisection's
     /// per-end calls cost more than the sweep's redundant lanes (measured on 1000 scores with
-    /// scripts/ab-kmeans1d.sh: 16 ends fit 4-5% faster than 32; 8 and 12, 5-9% slower).
+    /// scripts/ab-kmeans1d.sh: 16 ends fit 4-5% faster than 32; 8 and 12, 7-10% slower).
     static constexpr std::size_t sweep_max_ends = 16;
     static constexpr std::size_t sweep_max_span = 4;
 
