@@ -50,7 +50,7 @@ endfunction()
 function(frugal_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE frugal::frugal frugal_test_support GTest::gtest_main ${ARG_LIBRARIES})
+  target_link_libraries(${name} PRIVATE frugal::frugal frugal::sim frugal_test_support GTest::gtest_main ${ARG_LIBRARIES})
   frugal_target_warnings(${name})
   # gtest_discover_tests writes properties unquoted into a generated script, so a label
   # list would split into property names: join the labels into one ("unit.cache.threads");

@@ -2,7 +2,7 @@
 include(CMakePackageConfigHelpers)
 set(FRUGAL_CMAKE_DIR "${CMAKE_INSTALL_DATADIR}/cmake/frugal")
 
-install(TARGETS frugal EXPORT frugalTargets FILE_SET HEADERS)
+install(TARGETS frugal frugal_sim EXPORT frugalTargets FILE_SET HEADERS)
 install(EXPORT frugalTargets NAMESPACE frugal:: DESTINATION "${FRUGAL_CMAKE_DIR}")
 # One export file per component, so a consumer that does not ask for Eigen, CUDA or FAISS
 # never needs them installed.

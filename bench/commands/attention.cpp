@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <frugal/attention/staged_attention.hpp>
+#include <frugal/sim/staged_attention.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
 
@@ -23,7 +23,7 @@ struct workload {
     std::size_t sq = 1024, skv = 1024, d = 128, heads = 8, kv_heads = 0, threads = 1;
     bool causal = false;
     double budget_mib = 16;
-    std::size_t q_tile = attention_options{}.q_tile, kv_tile = attention_options{}.kv_tile;
+    std::size_t q_tile = attention::attention_options{}.q_tile, kv_tile = attention::attention_options{}.kv_tile;
 };
 
 // Inputs in the token-major [tokens, heads, dim] layout an engine's QKV projection writes.
@@ -42,7 +42,7 @@ struct tensors {
 
 // max |out - float64 reference| over every output element.
 double check(const workload& w, std::size_t kvh, const tensors& t, const std::vector<float>& out,
-             const attention_mask& mask) {
+             const attention::attention_mask& mask) {
     std::vector<double> worst(w.threads, 0.0);
     const double scale = 1.0 / std::sqrt(double(w.d));
     const auto sq = std::int64_t(w.sq), skv = std::int64_t(w.skv);
@@ -82,15 +82,15 @@ constexpr std::size_t roofline_rows = 256;
 std::vector<record> compare(const workload& w, const std::vector<std::string>& impls, bool with_check,
                             double min_seconds) {
     const std::size_t kvh = w.kv_heads == 0 ? w.heads : w.kv_heads;
-    const attention_shape shape{.q_heads = w.heads, .kv_heads = kvh, .q_len = w.sq, .kv_len = w.skv, .head_dim = w.d};
-    const attention_mask mask = w.causal ? attention_mask::causal() : attention_mask::none();
-    const attention_options options{.mask = mask, .threads = w.threads, .q_tile = w.q_tile, .kv_tile = w.kv_tile};
+    const attention::attention_shape shape{.q_heads = w.heads, .kv_heads = kvh, .q_len = w.sq, .kv_len = w.skv, .head_dim = w.d};
+    const attention::attention_mask mask = w.causal ? attention::attention_mask::causal() : attention::attention_mask::none();
+    const attention::attention_options options{.mask = mask, .threads = w.threads, .q_tile = w.q_tile, .kv_tile = w.kv_tile};
     const auto budget = memory_budget::mib(w.budget_mib);
     tensors t(w, kvh);
-    const auto qv = heads_view<const float>::token_major(t.q.data(), w.sq, w.heads, w.d);
-    const auto kv = heads_view<const float>::token_major(t.k.data(), w.skv, kvh, w.d);
-    const auto vv = heads_view<const float>::token_major(t.v.data(), w.skv, kvh, w.d);
-    const auto ov = heads_view<float>::token_major(t.out.data(), w.sq, w.heads, w.d);
+    const auto qv = attention::heads_view<const float>::token_major(t.q.data(), w.sq, w.heads, w.d);
+    const auto kv = attention::heads_view<const float>::token_major(t.k.data(), w.skv, kvh, w.d);
+    const auto vv = attention::heads_view<const float>::token_major(t.v.data(), w.skv, kvh, w.d);
+    const auto ov = attention::heads_view<float>::token_major(t.out.data(), w.sq, w.heads, w.d);
     const frugal::eigen::attention_backend cpu;
     const float scale = 1.0f / std::sqrt(float(w.d));
     const double flops = 4.0 * double(w.sq) * double(w.skv) * double(w.d) * double(w.heads);
@@ -118,8 +118,8 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
     std::vector<float> c, tiled_ws, s_all;
     const std::size_t blocks = (w.sq + roofline_rows - 1) / roofline_rows;
     const std::size_t rows = std::min(roofline_rows, w.sq);
-    const auto tiled_plan = tiled_attention::plan(shape, options, budget);
-    const auto staged_plan = staged_attention::plan(shape, options, budget);
+    const auto tiled_plan = attention::tiled::plan(shape, options, budget);
+    const auto staged_plan = sim::staged_attention::plan(shape, options, budget);
     if (want("gemm")) {
         // The same FLOP count as dense attention: per head, (sq x d)(d x skv) then
         // (sq x skv)(skv x d), in row blocks spread over the same threads.
@@ -138,11 +138,11 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
     }
     if (want("tiled")) {
         tiled_ws.resize(tiled_plan.workspace_bytes() / sizeof(float));
-        add("tiled", [&] { tiled_attention::run(tiled_plan, cpu, qv, kv, vv, ov, {}, std::span<float>(tiled_ws)); },
+        add("tiled", [&] { attention::tiled::run(tiled_plan, cpu, qv, kv, vv, ov, {}, std::span<float>(tiled_ws)); },
             tiled_plan.workspace_bytes(), useful);
     }
     if (want("staged")) {
-        add("staged", [&] { staged_attention::run(staged_plan, cpu, qv, kv, vv, ov); }, staged_plan.workspace_bytes(),
+        add("staged", [&] { sim::staged_attention::run(staged_plan, cpu, qv, kv, vv, ov); }, staged_plan.workspace_bytes(),
             useful);
     }
     if (want("naive")) {
@@ -154,7 +154,7 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
                 const matrix_view<float> s(s_all.data() + worker * w.sq * w.skv, w.sq, w.skv);
                 cpu.gemm(qv.head(h), transpose::no, kv.head(g), transpose::yes, s, scale, 0.0f);
                 auto sm = frugal::eigen::to_eigen(s);
-                if (mask.is_causal) frugal::detail::apply_mask(s, mask, 0, 0, std::int64_t(w.sq), std::int64_t(w.skv));
+                if (mask.is_causal) frugal::attention::detail::apply_mask(s, mask, 0, 0, std::int64_t(w.sq), std::int64_t(w.skv));
                 // A row the mask leaves without keys (more queries than keys) becomes zeros.
                 const Eigen::VectorXf mx = sm.rowwise().maxCoeff().unaryExpr([](float x) { return std::isinf(x) ? 0.0f : x; });
                 sm = (sm.colwise() - mx).array().exp();

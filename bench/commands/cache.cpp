@@ -105,7 +105,7 @@ private:
 };
 
 template <class Policy>
-using frugal_cache = basic_cache<std::uint64_t, std::uint32_t, Policy, trace_weigher>;
+using frugal_cache = cache::basic_cache<std::uint64_t, std::uint32_t, Policy, trace_weigher>;
 
 // One policy's replay: its cache and counters, fed the trace a slice at a time.
 class replay_run {
@@ -153,12 +153,12 @@ private:
 const std::vector<std::string> all_policies = {"lru", "lfu", "lfuda", "gdsf", "wtinylfu", "naive-lru", "naive-lfu"};
 
 std::unique_ptr<replay_run> start_replay(const std::string& p, std::size_t capacity, bool bytes) {
-    if (p == "lru") return std::make_unique<cache_replay<frugal_cache<lru_policy>>>(p, capacity, bytes);
-    if (p == "lfu") return std::make_unique<cache_replay<frugal_cache<lfu_policy>>>(p, capacity, bytes);
-    if (p == "lfuda") return std::make_unique<cache_replay<frugal_cache<lfuda_policy>>>(p, capacity, bytes);
-    if (p == "gdsf") return std::make_unique<cache_replay<frugal_cache<gdsf_policy>>>(p, capacity, bytes);
-    if (p == "wtinylfu") return std::make_unique<cache_replay<frugal_cache<wtinylfu_policy<>>>>(p, capacity, bytes);
-    if (p == "wtinylfu-adaptive") return std::make_unique<cache_replay<frugal_cache<adaptive_wtinylfu_policy>>>(p, capacity, bytes);
+    if (p == "lru") return std::make_unique<cache_replay<frugal_cache<cache::lru_policy>>>(p, capacity, bytes);
+    if (p == "lfu") return std::make_unique<cache_replay<frugal_cache<cache::lfu_policy>>>(p, capacity, bytes);
+    if (p == "lfuda") return std::make_unique<cache_replay<frugal_cache<cache::lfuda_policy>>>(p, capacity, bytes);
+    if (p == "gdsf") return std::make_unique<cache_replay<frugal_cache<cache::gdsf_policy>>>(p, capacity, bytes);
+    if (p == "wtinylfu") return std::make_unique<cache_replay<frugal_cache<cache::wtinylfu_policy<>>>>(p, capacity, bytes);
+    if (p == "wtinylfu-adaptive") return std::make_unique<cache_replay<frugal_cache<cache::adaptive_wtinylfu_policy>>>(p, capacity, bytes);
     if (p == "naive-lru") return std::make_unique<cache_replay<naive_lru>>(p, capacity, bytes);
     if (p == "naive-lfu") return std::make_unique<cache_replay<naive_lfu>>(p, capacity, bytes);
     FRUGAL_FAIL(frugal::invalid_argument, "cache: unknown policy '", p, "'");

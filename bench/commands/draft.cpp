@@ -16,7 +16,7 @@
 #include <frugal/core/stats.hpp>
 #include <frugal/draft/drafter.hpp>
 #include <frugal/draft/history.hpp>
-#include <frugal/draft/ngram.hpp>
+#include <frugal/sim/prompt_lookup.hpp>
 #include <frugal/draft/reuse.hpp>
 #include <frugal/draft/suffix_automaton.hpp>
 
@@ -137,7 +137,7 @@ std::map<std::string, replay_stats> simulate(const std::vector<token_record>& da
             s = testing::replay_record(
                 rec, [&](std::span<const token> p) { context.assign(p.begin(), p.end()); },
                 [&]() -> const draft::draft_tree<token>& {
-                    return with_reuse(rec, draft::prompt_lookup_draft<token>(context, 3, opt.max_draft));
+                    return with_reuse(rec, sim::prompt_lookup_draft<token>(context, 3, opt.max_draft));
                 },
                 [&](std::span<const token> a) {
                     context.insert(context.end(), a.begin(), a.end());
@@ -257,7 +257,7 @@ std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std
                     rec, [&](std::span<const token> p) { context.assign(p.begin(), p.end()); },
                     [&]() -> const draft::draft_tree<token>& {
                         tree.clear();
-                        const auto chain = draft::prompt_lookup_draft<token>(context, 3, max_draft);
+                        const auto chain = sim::prompt_lookup_draft<token>(context, 3, max_draft);
                         for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
                         return tree;
                     },

@@ -12,7 +12,9 @@
 #include <frugal/prune/calibrate.hpp>
 #include <frugal/prune/cluster_pruner.hpp>
 #include <frugal/prune/kmeans1d.hpp>
-#include <frugal/prune/synthetic_trajectories.hpp>
+#include <frugal/sim/kmeans1d_lloyd.hpp>
+#include <frugal/sim/margin_pruner.hpp>
+#include <frugal/sim/synthetic_trajectories.hpp>
 #include <frugal/prune/trajectory.hpp>
 
 #include "harness.hpp"
@@ -20,7 +22,7 @@
 namespace frugal::bench {
 namespace {
 
-record evaluation_record(const pruning_evaluation& ev, const std::string& policy, double parameter) {
+record evaluation_record(const prune::pruning_evaluation& ev, const std::string& policy, double parameter) {
     return {{"policy", policy},
             {"queries", ev.queries},
             {"k", ev.k},
@@ -33,23 +35,23 @@ record evaluation_record(const pruning_evaluation& ev, const std::string& policy
 // The cluster policy as configured ("cluster"), GRATING's rule alone ("cluster-grating",
 // patience and confirmations 0) when the configured one differs, and the fixed-margin rule
 // ("margin").
-std::vector<record> sweep(const trajectory_set& set, std::size_t k, const cluster_pruner_options& base) {
+std::vector<record> sweep(const prune::trajectory_set& set, std::size_t k, const prune::cluster_pruner_options& base) {
     std::vector<record> out;
-    std::vector<std::pair<std::string, cluster_pruner_options>> variants = {{"cluster", base}};
+    std::vector<std::pair<std::string, prune::cluster_pruner_options>> variants = {{"cluster", base}};
     if (base.patience != 0 || base.confirmations != 0) {
         variants.emplace_back("cluster-grating", base);
         variants.back().second.patience = 0;
         variants.back().second.confirmations = 0;
     }
     for (const auto& [name, options] : variants) {
-        for (double t : threshold_grid(set, options, 24)) {
-            cluster_pruner_options o = options;
+        for (double t : prune::threshold_grid(set, options, 24)) {
+            prune::cluster_pruner_options o = options;
             o.threshold = t;
-            out.push_back(evaluation_record(evaluate_pruning(set, k, [&] { return cluster_pruner(o); }), name, t));
+            out.push_back(evaluation_record(prune::evaluate_pruning(set, k, [&] { return prune::cluster_pruner(o); }), name, t));
         }
     }
     for (double margin : {0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7}) {
-        out.push_back(evaluation_record(evaluate_pruning(set, k, [&] { return margin_pruner(margin); }), "margin",
+        out.push_back(evaluation_record(prune::evaluate_pruning(set, k, [&] { return sim::margin_pruner(margin); }), "margin",
                                         margin));
     }
     return out;
@@ -61,13 +63,13 @@ std::vector<record> kmeans_timing(std::size_t n, double min_seconds) {
     std::normal_distribution<float> normal;
     std::vector<float> x(n);
     for (std::size_t i = 0; i < n; ++i) x[i] = normal(rng) + 3.0f * float(i % 4);
-    kmeans1d km;
+    prune::kmeans1d km;
     double exact_sse = 0.0, lloyd_sse = 0.0;
     const timing exact = measure([&] {
         km.fit(std::span<const float>(x), 8);
         exact_sse = km.sse(8);
     }, min_seconds);
-    const timing lloyd = measure([&] { lloyd_sse = kmeans1d_lloyd(std::span<const float>(x), 8, 10, 1).sse; },
+    const timing lloyd = measure([&] { lloyd_sse = sim::kmeans1d_lloyd(std::span<const float>(x), 8, 10, 1).sse; },
                                  min_seconds);
     return {{{"impl", "kmeans1d-exact"}, {"n", n}, {"k_max", 8}, {"us", exact.median_ms * 1e3}, {"sse", exact_sse},
              {"speedup_vs_lloyd", lloyd.median_ms / exact.median_ms}},
@@ -134,23 +136,23 @@ public:
             FRUGAL_CHECK(!out_.empty(), "prune --generate needs --out FILE");
             std::ofstream file(out_);
             FRUGAL_CHECK_AS(runtime_error, file.is_open(), "cannot write ", out_);
-            write_trajectories(file, generate_synthetic_trajectories(gen_),
-                               "SYNTHETIC trajectories from frugal::generate_synthetic_trajectories, seed " +
+            prune::write_trajectories(file, sim::generate_synthetic_trajectories(gen_),
+                               "SYNTHETIC trajectories from frugal::sim::generate_synthetic_trajectories, seed " +
                                    std::to_string(gen_.seed) + " (not a real reranker)");
             sink.add({{"generated", out_}, {"queries", gen_.queries}, {"candidates", gen_.candidates},
                       {"layers", gen_.layers}, {"seed", gen_.seed}});
             return 0;
         }
         FRUGAL_CHECK(!trajectories_.empty(), "prune needs --trajectories FILE (or --generate --out FILE)");
-        const trajectory_set set = load_trajectories(trajectories_);
-        const cluster_pruner_options base = policy_options();
+        const prune::trajectory_set set = prune::load_trajectories(trajectories_);
+        const prune::cluster_pruner_options base = policy_options();
         if (target_) {
-            calibration_options co{.policy = base, .delta = delta_, .margin_standard_errors = margin_se_,
+            prune::calibration_options co{.policy = base, .delta = delta_, .margin_standard_errors = margin_se_,
                                    .padding_queries = padding_queries_};
-            const auto cal = calibrate_threshold(set, k_, *target_, co);
-            cluster_pruner_options o = base;
+            const auto cal = prune::calibrate_threshold(set, k_, *target_, co);
+            prune::cluster_pruner_options o = base;
             o.threshold = cal.threshold;
-            record r = evaluation_record(evaluate_pruning(set, k_, [&] { return cluster_pruner(o); }), "cluster",
+            record r = evaluation_record(prune::evaluate_pruning(set, k_, [&] { return prune::cluster_pruner(o); }), "cluster",
                                          cal.threshold);
             r["target"] = *target_;
             r["mode"] = delta_ ? "guarded" : "automatic";
@@ -164,9 +166,9 @@ public:
         } else if (sweep_) {
             for (auto& r : sweep(set, k_, base)) sink.add(std::move(r));
         } else {
-            cluster_pruner_options o = base;
+            prune::cluster_pruner_options o = base;
             o.threshold = threshold_.value_or(base.threshold);
-            sink.add(evaluation_record(evaluate_pruning(set, k_, [&] { return cluster_pruner(o); }), "cluster",
+            sink.add(evaluation_record(prune::evaluate_pruning(set, k_, [&] { return prune::cluster_pruner(o); }), "cluster",
                                        o.threshold));
         }
         return 0;
@@ -174,23 +176,23 @@ public:
     report_section report(const report_context& ctx) override {
         report_section s;
         s.title = "Progressive cluster pruning (GRATING)";
-        s.data_source = "SYNTHETIC score trajectories (frugal::generate_synthetic_trajectories, seeds 1 and 2): "
+        s.data_source = "SYNTHETIC score trajectories (frugal::sim::generate_synthetic_trajectories, seeds 1 and 2): "
                         "no real reranker can be run here";
-        synthetic_trajectory_options g;
+        sim::synthetic_trajectory_options g;
         if (ctx.quick) g.queries = 20;
         g.seed = 1;
-        const auto cal_set = generate_synthetic_trajectories(g);
+        const auto cal_set = sim::generate_synthetic_trajectories(g);
         g.seed = 2;
-        const auto test_set = generate_synthetic_trajectories(g);
+        const auto test_set = sim::generate_synthetic_trajectories(g);
         const std::size_t k = 10;
-        const auto cal = calibrate_threshold(cal_set, k, 0.99, {.grid_points = ctx.quick ? 16u : 96u});
-        cluster_pruner_options o;
+        const auto cal = prune::calibrate_threshold(cal_set, k, 0.99, {.grid_points = ctx.quick ? 16u : 96u});
+        prune::cluster_pruner_options o;
         o.threshold = cal.threshold;
-        const auto applied = evaluate_pruning(test_set, k, [&] { return cluster_pruner(o); });
+        const auto applied = prune::evaluate_pruning(test_set, k, [&] { return prune::cluster_pruner(o); });
         s.notes = "Replays " + std::to_string(g.queries) + " queries x 20 candidates x 28 layers, K = 10. "
                   "Threshold calibrated for precision@10 >= 0.99 on seed 1 (automatic mode, margin of " +
-                  std::to_string(calibration_options{}.margin_standard_errors) + " standard errors, " +
-                  std::to_string(calibration_options{}.padding_queries) + " padding query): " +
+                  std::to_string(prune::calibration_options{}.margin_standard_errors) + " standard errors, " +
+                  std::to_string(prune::calibration_options{}.padding_queries) + " padding query): " +
                   std::to_string(cal.threshold) + "; on seed 2 it gives precision@10 " +
                   std::to_string(applied.precision_at_k) + " with " +
                   std::to_string(applied.layer_compute_saved) + " of candidate-layers skipped. "
@@ -199,7 +201,7 @@ public:
                   "(cluster-grating, confirmations and patience 0), and "
                   "the fixed-margin rule (margin, swept over the margin). "
                   "`frugal-bench prune --trajectories FILE --k 10 --sweep`.";
-        for (auto& r : sweep(test_set, k, cluster_pruner_options{})) {
+        for (auto& r : sweep(test_set, k, prune::cluster_pruner_options{})) {
             r.erase("mean_active_per_layer");
             s.records.push_back(std::move(r));
         }
@@ -212,10 +214,10 @@ public:
     }
 
 private:
-    cluster_pruner_options policy_options() const {
-        cluster_pruner_options o;
-        o.measure = robust_ ? dispersion_measure::robust_cv : dispersion_measure::cv;
-        o.mode = exact_ ? ranking_mode::exact : ranking_mode::top_k;
+    prune::cluster_pruner_options policy_options() const {
+        prune::cluster_pruner_options o;
+        o.measure = robust_ ? prune::dispersion_measure::robust_cv : prune::dispersion_measure::cv;
+        o.mode = exact_ ? prune::ranking_mode::exact : prune::ranking_mode::top_k;
         o.clusters = clusters_;
         o.patience = patience_;
         o.lead_over_change = lead_over_change_;
@@ -225,14 +227,14 @@ private:
     }
     bool generate_ = false, sweep_ = false, robust_ = false, exact_ = false;
     std::string out_, trajectories_;
-    synthetic_trajectory_options gen_;
+    sim::synthetic_trajectory_options gen_;
     std::size_t k_ = 10;
-    std::size_t patience_ = cluster_pruner_options{}.patience, confirmations_ = cluster_pruner_options{}.confirmations;
-    std::size_t clusters_ = cluster_pruner_options{}.clusters, max_clusters_ = cluster_pruner_options{}.max_clusters;
+    std::size_t patience_ = prune::cluster_pruner_options{}.patience, confirmations_ = prune::cluster_pruner_options{}.confirmations;
+    std::size_t clusters_ = prune::cluster_pruner_options{}.clusters, max_clusters_ = prune::cluster_pruner_options{}.max_clusters;
     std::optional<double> threshold_, target_, delta_;
-    double lead_over_change_ = cluster_pruner_options{}.lead_over_change;
-    double margin_se_ = calibration_options{}.margin_standard_errors;
-    std::size_t padding_queries_ = calibration_options{}.padding_queries;
+    double lead_over_change_ = prune::cluster_pruner_options{}.lead_over_change;
+    double margin_se_ = prune::calibration_options{}.margin_standard_errors;
+    std::size_t padding_queries_ = prune::calibration_options{}.padding_queries;
 };
 
 FRUGAL_BENCH_COMMAND(prune_command);

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include <frugal/backend/eigen/eigen_backend.hpp>
-#include <frugal/retrieve/cluster_order.hpp>
+#include <frugal/rag/cluster_order.hpp>
 #include <frugal/retrieve/ivf_flat.hpp>
-#include <frugal/retrieve/tiered_ivf.hpp>
-#include <frugal/schedule/rag_simulation.hpp>
-#include <frugal/schedule/wavefront.hpp>
-#include <frugal/schedule/workflow.hpp>
+#include <frugal/rag/tiered_ivf.hpp>
+#include <frugal/sim/rag_simulation.hpp>
+#include <frugal/rag/wavefront.hpp>
+#include <frugal/rag/workflow.hpp>
 
 #if FRUGAL_BENCH_HAVE_FAISS
 #include <faiss/IndexFlat.h>
@@ -32,29 +32,29 @@ namespace {
 
 struct scheduler_spec {
     const char* name;
-    rag_schedule_options options;
+    rag::rag_schedule_options options;
 };
 
 const std::vector<scheduler_spec>& schedulers() {
     static const std::vector<scheduler_spec> s{
-        {"sequential", {.policy = rag_policy::sequential}},
-        {"naive_async", {.policy = rag_policy::naive_async}},
-        {"wavefront", {.policy = rag_policy::wavefront, .speculate = true}},
+        {"sequential", {.policy = rag::rag_policy::sequential}},
+        {"naive_async", {.policy = rag::rag_policy::naive_async}},
+        {"wavefront", {.policy = rag::rag_policy::wavefront, .speculate = true}},
     };
     return s;
 }
 
 struct workload {
     std::string name;
-    rag_graph graph;
+    rag::rag_graph graph;
     std::int64_t min_sub = 0, max_sub = 0;
 };
 
 std::vector<workload> workloads() {
     std::vector<workload> w;
-    w.push_back({"one-shot", one_shot_workflow(5), 0, 0});
-    w.push_back({"hyde", hyde_workflow(5), 0, 0});
-    w.push_back({"multistep", multistep_workflow(2), 2, 4});
+    w.push_back({"one-shot", rag::one_shot_workflow(5), 0, 0});
+    w.push_back({"hyde", rag::hyde_workflow(5), 0, 0});
+    w.push_back({"multistep", rag::multistep_workflow(2), 2, 4});
     return w;
 }
 
@@ -67,14 +67,14 @@ struct sim_settings {
     int bisections = 8;
 };
 
-double mean_latency(const workload& w, const rag_schedule_options& opt, double rate, const sim_settings& s,
-                    rag_run* keep = nullptr, double* tail_mean = nullptr) {
-    const std::vector<rag_mix_entry> mix{{&w.graph, 1.0, w.min_sub, w.max_sub}};
-    simulated_generator gen;
-    simulated_retriever::config rc;
+double mean_latency(const workload& w, const rag::rag_schedule_options& opt, double rate, const sim_settings& s,
+                    rag::rag_run* keep = nullptr, double* tail_mean = nullptr) {
+    const std::vector<sim::rag_mix_entry> mix{{&w.graph, 1.0, w.min_sub, w.max_sub}};
+    sim::simulated_generator gen;
+    sim::simulated_retriever::config rc;
     rc.nprobe = s.nprobe;
-    simulated_retriever ret(rc);
-    rag_run run = schedule_rag(poisson_requests(mix, rate, s.requests, s.seed), gen, ret, opt);
+    sim::simulated_retriever ret(rc);
+    rag::rag_run run = rag::schedule_rag(sim::poisson_requests(mix, rate, s.requests, s.seed), gen, ret, opt);
     const double m = run.mean_latency();
     if (tail_mean) {
         // Requests are in arrival order: the last third shows whether latency keeps growing.
@@ -89,7 +89,7 @@ double mean_latency(const workload& w, const rag_schedule_options& opt, double r
 
 // Whether `rate` is sustained: the mean latency of all requests and of the last third
 // (by arrival; it grows without bound when the system is overloaded) are within `limit`.
-bool sustains(const workload& w, const rag_schedule_options& opt, double rate, double limit, const sim_settings& s) {
+bool sustains(const workload& w, const rag::rag_schedule_options& opt, double rate, double limit, const sim_settings& s) {
     double tail = 0.0;
     const double all = mean_latency(w, opt, rate, s, nullptr, &tail);
     return all <= limit && tail <= limit;
@@ -97,7 +97,7 @@ bool sustains(const workload& w, const rag_schedule_options& opt, double rate, d
 
 // The highest sustained request rate: a geometric scan (x1.25) from a rate that is
 // sustained, then bisection (8 steps) between the last passing and the first failing rate.
-double sustained_rate(const workload& w, const rag_schedule_options& opt, double limit, const sim_settings& s) {
+double sustained_rate(const workload& w, const rag::rag_schedule_options& opt, double limit, const sim_settings& s) {
     double lo = 0.05, hi = lo;
     while (sustains(w, opt, hi, limit, s)) {
         lo = hi;
@@ -126,7 +126,7 @@ void simulate(const sim_settings& s, const std::vector<double>& rate_fractions, 
         for (double f : rate_fractions) {
             const double rate = f * sustained[2];
             for (const auto& sch : schedulers()) {
-                rag_run run;
+                rag::rag_run run;
                 const double m = mean_latency(w, sch.options, rate, s, &run);
                 out.push_back({{"workflow", w.name}, {"kind", "rate"}, {"scheduler", sch.name}, {"rate_per_s", rate},
                                {"mean_latency_ms", m},
@@ -146,22 +146,22 @@ void simulate(const sim_settings& s, const std::vector<double>& rate_fractions, 
 // clusters searched until every final result was found; speculation counts; mean latency.
 void coordination_study(const sim_settings& s, double rate, std::vector<record>& out) {
     const workload w = workloads()[2];
-    const std::vector<rag_mix_entry> mix{{&w.graph, 1.0, w.min_sub, w.max_sub}};
-    const auto reqs = poisson_requests(mix, rate, s.requests, s.seed);
+    const std::vector<sim::rag_mix_entry> mix{{&w.graph, 1.0, w.min_sub, w.max_sub}};
+    const auto reqs = sim::poisson_requests(mix, rate, s.requests, s.seed);
     struct variant {
         const char* name;
         bool reorder, speculate_retrieval;
     };
     for (const variant v : {variant{"wavefront", false, false}, variant{"+reorder", true, false},
                             variant{"+reorder+speculative_retrieval", true, true}}) {
-        simulated_generator gen;
-        simulated_retriever::config rc;
+        sim::simulated_generator gen;
+        sim::simulated_retriever::config rc;
         rc.nprobe = s.nprobe;
         rc.request_similarity = 0.95;
         rc.query_buckets = 2;
-        simulated_retriever ret(rc);
-        const rag_run run = schedule_rag(reqs, gen, ret,
-                                         {.policy = rag_policy::wavefront, .reorder = v.reorder,
+        sim::simulated_retriever ret(rc);
+        const rag::rag_run run = rag::schedule_rag(reqs, gen, ret,
+                                         {.policy = rag::rag_policy::wavefront, .reorder = v.reorder,
                                           .speculate_retrieval = v.speculate_retrieval});
         out.push_back({{"workflow", w.name}, {"kind", "coordination"}, {"scheduler", v.name}, {"rate_per_s", rate},
                        {"mean_latency_ms", run.mean_latency()},
@@ -193,16 +193,16 @@ void retrieval_study(bool quick, std::vector<record>& out) {
         for (std::size_t d = 0; d < dim; ++d) data.push_back(centers[t * dim + d] + z(rng));
     }
     // k-means training with the assignment step on Eigen's GEMM, timed against plain loops.
-    const timing loops_t = measure([&] { (void)ivf_flat::train(data, dim, lists, 8, 7); }, 0.0, 1);
-    const timing gemm_t = measure([&] { (void)ivf_flat::train(data, dim, lists, 8, 7, eigen::backend{}); }, 0.0, 1);
-    const ivf_flat ix = ivf_flat::train(data, dim, lists, 8, 7, eigen::backend{});
+    const timing loops_t = measure([&] { (void)retrieve::ivf_flat::train(data, dim, lists, 8, 7); }, 0.0, 1);
+    const timing gemm_t = measure([&] { (void)retrieve::ivf_flat::train(data, dim, lists, 8, 7, eigen::backend{}); }, 0.0, 1);
+    const retrieve::ivf_flat ix = retrieve::ivf_flat::train(data, dim, lists, 8, 7, eigen::backend{});
     std::vector<double> zipf;
     for (std::size_t t = 0; t < topics; ++t) zipf.push_back(1.0 / std::pow(double(t + 1), 1.1));
     std::discrete_distribution<std::size_t> topic(zipf.begin(), zipf.end());
     // The fast tier's cost model is sized as if each list held a list of the paper's IVF4096
     // over 38 M 1024-d vectors (9300 vectors of 4 KB): bytes per vector scaled accordingly.
     const std::size_t bytes_per_vector = 4096 * 9300 * lists / n;
-    tiered_ivf tiers(ix, lists / 5, 50, 0.5, bytes_per_vector);
+    rag::tiered_ivf tiers(ix, lists / 5, 50, 0.5, bytes_per_vector);
     double plain_sum = 0, reordered_sum = 0, in_cache = 0;
     std::size_t mismatches = 0, queries = 0;
     std::size_t follow_ups = 0;
@@ -210,12 +210,12 @@ void retrieval_study(bool quick, std::vector<record>& out) {
         const std::size_t t = topic(rng);
         std::vector<float> q(dim);
         for (std::size_t d = 0; d < dim; ++d) q[d] = centers[t * dim + d] + z(rng);
-        retrieval_history history(20);
+        rag::retrieval_history history(20);
         for (std::size_t round = 0; round < rounds; ++round) {
             if (round > 0)
                 for (auto& v : q) v += 0.3f * z(rng);
             const auto probe = ix.probe(q, nprobe);
-            top_k wide(20), single(20);
+            retrieve::top_k wide(20), single(20);
             (void)tiers.search_lists(q, probe, wide);  // fast tier for resident lists, merged top-k
             ix.search_lists(q, probe, single);
             mismatches += wide.sorted() == single.sorted() ? 0 : 1;
@@ -265,8 +265,8 @@ void retrieval_study(bool quick, std::vector<record>& out) {
 // Part (c): the FAISS adapter against FAISS's own IndexIVFFlat::search on the same index
 // (64-d Gaussian mixture, 256 lists, nprobe 16, k 10), one OpenMP thread so the ratio
 // measures the adapter, not thread scheduling: the batch search in FAISS's list order in
-// one call and in 4 resumable chunks (faiss_ivf_search), and the per-query ivf_index path
-// (faiss_ivf::probe + search_lists into frugal's top_k). `identical` says whether the ids
+// one call and in 4 resumable chunks (faiss::ivf_list_search), and the per-query ivf_index path
+// (faiss::ivf_adapter::probe + search_lists into frugal's top_k). `identical` says whether the ids
 // and distances equal FAISS's exactly; `time_ratio` is the adapter's time over FAISS's.
 void faiss_study(bool quick, std::vector<record>& out) {
 #if FRUGAL_BENCH_HAVE_FAISS
@@ -284,21 +284,21 @@ void faiss_study(bool quick, std::vector<record>& out) {
     draw(q, nq);
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    faiss::IndexFlatL2 quantizer(static_cast<faiss_idx>(dim));
-    faiss::IndexIVFFlat index(&quantizer, dim, lists);
-    index.train(static_cast<faiss_idx>(n), data.data());
-    index.add(static_cast<faiss_idx>(n), data.data());
+    ::faiss::IndexFlatL2 quantizer(static_cast<faiss::idx_t>(dim));
+    ::faiss::IndexIVFFlat index(&quantizer, dim, lists);
+    index.train(static_cast<faiss::idx_t>(n), data.data());
+    index.add(static_cast<faiss::idx_t>(n), data.data());
     index.nprobe = nprobe;
     std::vector<float> want_d(nq * k);
-    std::vector<faiss_idx> want_l(nq * k);
+    std::vector<faiss::idx_t> want_l(nq * k);
     const timing faiss_t = measure([&] {
-        index.search(static_cast<faiss_idx>(nq), q.data(), static_cast<faiss_idx>(k), want_d.data(), want_l.data());
+        index.search(static_cast<faiss::idx_t>(nq), q.data(), static_cast<faiss::idx_t>(k), want_d.data(), want_l.data());
     });
     // The adapter gets the lists from the quantizer itself, as IndexIVF::search does.
     auto assign = [&] {
         std::vector<float> cd(nq * nprobe);
-        std::vector<faiss_idx> a(nq * nprobe);
-        quantizer.search(static_cast<faiss_idx>(nq), q.data(), static_cast<faiss_idx>(nprobe), cd.data(), a.data());
+        std::vector<faiss::idx_t> a(nq * nprobe);
+        quantizer.search(static_cast<faiss::idx_t>(nq), q.data(), static_cast<faiss::idx_t>(nprobe), cd.data(), a.data());
         return a;
     };
     auto emit = [&](const char* impl, const timing& t, bool identical) {
@@ -307,19 +307,19 @@ void faiss_study(bool quick, std::vector<record>& out) {
                        {"time_ratio", t.median_ms / faiss_t.median_ms}});
     };
     emit("faiss_search", faiss_t, true);
-    std::pair<std::vector<float>, std::vector<faiss_idx>> got;
+    std::pair<std::vector<float>, std::vector<faiss::idx_t>> got;
     const timing one = measure([&] {
-        faiss_ivf_search s(index, q, nq, k);
+        faiss::ivf_list_search s(index, q, nq, k);
         s.search_chunk(assign(), nprobe);
         got = s.results();
     });
     emit("adapter_one_call", one, got.first == want_d && got.second == want_l);
     const timing resumed = measure([&] {
         const auto a = assign();
-        faiss_ivf_search s(index, q, nq, k);
+        faiss::ivf_list_search s(index, q, nq, k);
         const std::size_t per = nprobe / chunks;
         for (std::size_t c = 0; c < chunks; ++c) {
-            std::vector<faiss_idx> part;
+            std::vector<faiss::idx_t> part;
             for (std::size_t i = 0; i < nq; ++i)
                 part.insert(part.end(), a.begin() + static_cast<std::ptrdiff_t>(i * nprobe + c * per),
                             a.begin() + static_cast<std::ptrdiff_t>(i * nprobe + (c + 1) * per));
@@ -328,17 +328,17 @@ void faiss_study(bool quick, std::vector<record>& out) {
         got = s.results();
     });
     emit("adapter_resumable_4_chunks", resumed, got.first == want_d && got.second == want_l);
-    const faiss_ivf ivf(index);
+    const faiss::ivf_adapter ivf(index);
     bool same = true;
     const timing concept_t = measure([&] {
         same = true;
         for (std::size_t i = 0; i < nq; ++i) {
             const std::span<const float> qi = std::span<const float>(q).subspan(i * dim, dim);
-            top_k heap(k);
+            retrieve::top_k heap(k);
             ivf.search_lists(qi, ivf.probe(qi, nprobe), heap);
             const auto e = heap.sorted();
             for (std::size_t j = 0; j < k; ++j)
-                same = same && e[j].first == want_d[i * k + j] && static_cast<faiss_idx>(e[j].second) == want_l[i * k + j];
+                same = same && e[j].first == want_d[i * k + j] && static_cast<faiss::idx_t>(e[j].second) == want_l[i * k + j];
         }
     });
     emit("adapter_ivf_index_per_query", concept_t, same);
@@ -386,7 +386,7 @@ public:
             s.max_rate = 100.0;
             s.bisections = 2;
         }
-        sec.notes = "Simulation mode of `frugal::schedule_rag` (docs/rag.md): Llama-3-8B/H100 decode model, IVF4096 "
+        sec.notes = "Simulation mode of `frugal::rag::schedule_rag` (docs/rag.md): Llama-3-8B/H100 decode model, IVF4096 "
                     "over 38M 1024-d vectors with nprobe 256 on 32 CPU threads. `rate_ratio` = highest Poisson rate "
                     "the wavefront scheduler sustains at mean latency <= 3x the unloaded sequential latency, over the "
                     "rate sequential stage execution sustains. `frugal-bench rag`.";

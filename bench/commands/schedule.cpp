@@ -12,8 +12,9 @@
 
 #include <frugal/core/stats.hpp>
 #include <frugal/schedule/graph_switch.hpp>
+#include <frugal/sim/paper_graph_switch.hpp>
 #include <frugal/schedule/placement.hpp>
-#include <frugal/schedule/substage.hpp>
+#include <frugal/rag/substage.hpp>
 
 #include "harness.hpp"
 
@@ -27,9 +28,9 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 // Random instance: per-block G1 compute p ~ U[0.5, 1.5]; G2 (decode graph run on
 // sub-chunks) slower for prefill, d = p * U[1.0, 1.5]; load s = rho * p * U[0.5, 1.5] with
 // one load/compute level rho per instance, log-uniform in [0.25, 4]; C = 2 chunks.
-graph_switch_problem random_switch_problem(std::mt19937_64& rng, std::size_t n) {
+schedule::graph_switch_problem random_switch_problem(std::mt19937_64& rng, std::size_t n) {
     std::uniform_real_distribution<double> unit(0.5, 1.5), slow(1.0, 1.5), log_rho(std::log(0.25), std::log(4.0));
-    graph_switch_problem p;
+    schedule::graph_switch_problem p;
     p.chunks = 2;
     const double rho = std::exp(log_rho(rng));
     for (std::size_t i = 0; i < n; ++i) {
@@ -42,7 +43,7 @@ graph_switch_problem random_switch_problem(std::mt19937_64& rng, std::size_t n) 
 }
 
 // coordgen.txt Figure 8: N = 6, two chunks, a load covers two block computes.
-graph_switch_problem figure8_problem() {
+schedule::graph_switch_problem figure8_problem() {
     return {.prefill_compute = std::vector<double>(6, 1.0), .decode_compute = std::vector<double>(6, 1.0),
             .load = std::vector<double>(6, 2.0), .chunks = 2};
 }
@@ -51,21 +52,21 @@ struct switch_sample {
     double gap, paper_gap, exact_ms, greedy_ms, paper_ms;
 };
 
-switch_sample solve_switch(const graph_switch_problem& p) {
+switch_sample solve_switch(const schedule::graph_switch_problem& p) {
     switch_sample s{};
     auto t0 = std::chrono::steady_clock::now();
-    const auto paper = paper_greedy_graph_switch(p);
+    const auto paper = sim::paper_greedy_graph_switch(p);
     s.paper_ms = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
-    const auto greedy = greedy_graph_switch(p);
+    const auto greedy = schedule::greedy_graph_switch(p);
     s.greedy_ms = ms_since(t0);
     t0 = std::chrono::steady_clock::now();
-    const auto exact = exact_graph_switch(p);
+    const auto exact = schedule::exact_graph_switch(p);
     s.exact_ms = ms_since(t0);
     // Every plan scored by replaying it on the timeline simulator.
-    const double opt = graph_switch_makespan(p, exact);
-    s.gap = graph_switch_makespan(p, greedy) / opt - 1.0;
-    s.paper_gap = graph_switch_makespan(p, paper) / opt - 1.0;
+    const double opt = schedule::graph_switch_makespan(p, exact);
+    s.gap = schedule::graph_switch_makespan(p, greedy) / opt - 1.0;
+    s.paper_gap = schedule::graph_switch_makespan(p, paper) / opt - 1.0;
     return s;
 }
 
@@ -118,9 +119,9 @@ std::vector<record> graph_switch_records(std::size_t instances, std::uint64_t se
 // embeddings, 56.5 GiB) and the 28 MiB positional embedding. Blocks: 0 = input embedding,
 // 1..48 = layers, 49 = output. `tied`: the output embedding is the input one (one
 // fragment used by blocks 0 and 49), as in the Hugging Face checkpoint.
-std::vector<fragment> opt30b_fragments(bool tied) {
+std::vector<schedule::fragment> opt30b_fragments(bool tied) {
     constexpr std::uint64_t h = 7168, ffn = 28672, vocab = 50272, positions = 2050, fp16 = 2;
-    std::vector<fragment> f;
+    std::vector<schedule::fragment> f;
     f.push_back({vocab * h * fp16, tied ? std::vector<std::size_t>{0, 49} : std::vector<std::size_t>{0}});
     f.push_back({positions * h * fp16, {0}});
     for (std::size_t layer = 1; layer <= 48; ++layer) {
@@ -152,12 +153,12 @@ std::vector<record> placement_records(bool quick) {
             const std::uint64_t limit = limit_mib << 20;
             double baseline = 0;
             for (const auto& [name, objective] :
-                 {std::pair{"smallest-first", placement_objective::smallest_first},
-                  std::pair{"knapsack-bytes", placement_objective::bytes_kept},
-                  std::pair{"min-transfer", placement_objective::transfer}}) {
-                const auto p = place_fragments(f, limit, objective);
-                const auto r = placement_timeline(f, p, compute, bandwidth).simulate();
-                if (objective == placement_objective::smallest_first) baseline = double(p.transfer_bytes_per_pass);
+                 {std::pair{"smallest-first", schedule::placement_objective::smallest_first},
+                  std::pair{"knapsack-bytes", schedule::placement_objective::bytes_kept},
+                  std::pair{"min-transfer", schedule::placement_objective::transfer}}) {
+                const auto p = schedule::place_fragments(f, limit, objective);
+                const auto r = schedule::placement_timeline(f, p, compute, bandwidth).simulate();
+                if (objective == schedule::placement_objective::smallest_first) baseline = double(p.transfer_bytes_per_pass);
                 out.push_back({{"part", "placement"},
                                {"profile", tied ? "opt30b-tied" : "opt30b"},
                                {"limit_mib", limit_mib},
@@ -200,7 +201,7 @@ stream_result simulate_stream(const std::vector<double>& arrivals, const std::ve
     auto admit = [&] {
         for (; admitted < arrivals.size() && arrivals[admitted] <= now; ++admitted) {
             active a{admitted, {}, 0};
-            for (const auto& [b, e] : partition_by_budget(clusters[admitted], budget)) {
+            for (const auto& [b, e] : rag::partition_by_budget(clusters[admitted], budget)) {
                 double c = 0;
                 for (std::size_t k = b; k < e; ++k) c += clusters[admitted][k];
                 a.slices.push_back(c);
@@ -234,7 +235,7 @@ std::vector<record> substage_records(std::size_t requests, std::uint64_t seed) {
     for (auto& c : clusters) {
         std::vector<std::size_t> sizes(32);
         for (auto& s : sizes) s = static_cast<std::size_t>(list_size(rng));
-        c = cluster_costs_from_list_sizes(sizes, 0.05, 1.2e-3);
+        c = rag::cluster_costs_from_list_sizes(sizes, 0.05, 1.2e-3);
         double request = 0;
         for (double x : c) request += x;
         total += request;
@@ -245,7 +246,7 @@ std::vector<record> substage_records(std::size_t requests, std::uint64_t seed) {
     std::vector<double> arrivals(requests);
     double clock = 0;
     for (auto& a : arrivals) a = (clock += gap(rng));
-    const double mb = substage_budget(t_retrieval, beta);
+    const double mb = rag::substage_budget(t_retrieval, beta);
     const auto eq1 = simulate_stream(arrivals, clusters, mb, beta);
     std::vector<record> out;
     auto add = [&](const std::string& kind, double budget, const stream_result& r) {

@@ -1,4 +1,4 @@
-// Per-eviction cost of frugal::prefix_tree as the tree grows from 1k to 1M nodes, in steady
+// Per-eviction cost of frugal::cache::prefix_tree as the tree grows from 1k to 1M nodes, in steady
 // state (the tree stays at its size: every eviction is paired with an insertion).
 //
 // - prefix_tree_evict_one: a batch of evict_one() calls (timed in thread CPU time; an iteration is one batch,
@@ -30,8 +30,8 @@
 
 namespace {
 
-using tree_type = frugal::prefix_tree<std::uint64_t, std::uint64_t, frugal::tree_gdsf>;
-using value = frugal::chunk_value<std::uint64_t>;
+using tree_type = frugal::cache::prefix_tree<std::uint64_t, std::uint64_t, frugal::cache::tree_gdsf>;
+using value = frugal::cache::chunk_value<std::uint64_t>;
 
 // A three-level tree of about `n` nodes: n / 64 roots, n / 8 middle nodes, n leaves.
 void fill(tree_type& tree, std::size_t n, std::mt19937_64& rng) {
@@ -104,7 +104,7 @@ BENCHMARK(prefix_tree_evict_one)->RangeMultiplier(10)->Range(1000, 1000000)->Use
 // Draining a tree filled in one pass under LRU: the victims come in insertion order, which is
 // also their order in memory, so what is timed is the eviction's own work, not cache misses.
 void prefix_tree_drain_lru(benchmark::State& state) {
-    using lru_tree = frugal::prefix_tree<std::uint64_t, std::uint64_t, frugal::tree_lru>;
+    using lru_tree = frugal::cache::prefix_tree<std::uint64_t, std::uint64_t, frugal::cache::tree_lru>;
     const auto n = static_cast<std::size_t>(state.range(0));
     const std::size_t batch = eviction_batch(n);
     lru_tree tree(frugal::memory_budget(1ull << 40));

@@ -8,6 +8,7 @@
 
 #include <frugal/prune/cluster_pruner.hpp>
 #include <frugal/prune/kmeans1d.hpp>
+#include <frugal/sim/kmeans1d_lloyd.hpp>
 
 namespace {
 
@@ -21,7 +22,7 @@ std::vector<float> grouped_scores(std::size_t n, std::uint64_t seed) {
 
 void kmeans1d_exact_all_k(benchmark::State& state) {
     const auto x = grouped_scores(static_cast<std::size_t>(state.range(0)), 1);
-    frugal::kmeans1d km;
+    frugal::prune::kmeans1d km;
     for (auto _ : state) {
         km.fit(std::span<const float>(x), static_cast<std::size_t>(state.range(1)));
         benchmark::DoNotOptimize(km.select_k_bic());
@@ -34,7 +35,7 @@ BENCHMARK(kmeans1d_exact_all_k)->Args({1000, 8})->Args({100, 6})->Unit(benchmark
 void kmeans1d_exact_all_k_fresh(benchmark::State& state) {
     std::vector<std::vector<float>> pools;
     for (std::uint64_t s = 0; s < 16; ++s) pools.push_back(grouped_scores(static_cast<std::size_t>(state.range(0)), s + 100));
-    frugal::kmeans1d km;
+    frugal::prune::kmeans1d km;
     std::size_t i = 0;
     for (auto _ : state) {
         km.fit(std::span<const float>(pools[i++ % pools.size()]), static_cast<std::size_t>(state.range(1)));
@@ -46,7 +47,7 @@ BENCHMARK(kmeans1d_exact_all_k_fresh)->Args({1000, 8})->Args({100, 6})->Unit(ben
 void kmeans1d_lloyd_10_restarts(benchmark::State& state) {
     const auto x = grouped_scores(static_cast<std::size_t>(state.range(0)), 1);
     for (auto _ : state)
-        benchmark::DoNotOptimize(frugal::kmeans1d_lloyd(std::span<const float>(x), 8, 10, 1).sse);
+        benchmark::DoNotOptimize(frugal::sim::kmeans1d_lloyd(std::span<const float>(x), 8, 10, 1).sse);
 }
 BENCHMARK(kmeans1d_lloyd_10_restarts)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
@@ -55,8 +56,8 @@ BENCHMARK(kmeans1d_lloyd_10_restarts)->Arg(1000)->Unit(benchmark::kMicrosecond);
 void cluster_pruner_decision(benchmark::State& state) {
     std::vector<std::vector<float>> pools;
     for (std::uint64_t s = 0; s < 64; ++s) pools.push_back(grouped_scores(100, s + 10));
-    frugal::cluster_pruner pruner({.threshold = 0.1});
-    std::vector<frugal::route> routes(100);
+    frugal::prune::cluster_pruner pruner({.threshold = 0.1});
+    std::vector<frugal::prune::route> routes(100);
     std::size_t i = 0;
     for (auto _ : state) {
         auto step = pruner.decide(pools[i++ % pools.size()], 10, routes);

@@ -4,15 +4,15 @@
 #include <cstdio>
 #include <vector>
 
-#include <frugal/schedule/rag_simulation.hpp>
-#include <frugal/schedule/wavefront.hpp>
-#include <frugal/schedule/workflow.hpp>
+#include <frugal/sim/rag_simulation.hpp>
+#include <frugal/rag/wavefront.hpp>
+#include <frugal/rag/workflow.hpp>
 
 int main() {
-    using frugal::rag_end;
-    using frugal::rag_start;
+    using frugal::rag::rag_end;
+    using frugal::rag::rag_start;
     // HyDE-style workflow (Listing 1, lines 4-10).
-    frugal::rag_graph g1;
+    frugal::rag::rag_graph g1;
     g1.add_generation(0, "Generate a hypothesis for {input}.", 64);
     g1.add_retrieval(1, "query=hypopara", 5);
     g1.add_generation(2, "Answer {query} using {docs}.", 128);
@@ -21,7 +21,7 @@ int main() {
     g1.add_edge(1, 2);
     g1.add_edge(2, rag_end);
     // Multistep-style workflow (lines 12-20): loop while sub-questions remain.
-    frugal::rag_graph g2;
+    frugal::rag::rag_graph g2;
     g2.add_generation(0, "Decompose {input} into subquestions.", 48);
     g2.add_retrieval(1, "query=subquestion", 2);
     g2.add_generation(2, "Answer {subquestion} using {docs}.", 96);
@@ -29,21 +29,21 @@ int main() {
     g2.add_edge(0, 1);
     g2.add_edge(1, 2);
     g2.add_edge(
-        2, [](const frugal::rag_state& s) { return s.visited(2) < 3 ? frugal::rag_node_id{1} : rag_end; },
+        2, [](const frugal::rag::rag_state& s) { return s.visited(2) < 3 ? frugal::rag::rag_node_id{1} : rag_end; },
         {1, rag_end});
     g1.validate();
     g2.validate();
 
     // 200 requests, half of each workflow, arriving at 6 per second.
-    const std::vector<frugal::rag_mix_entry> mix{{&g1, 1.0}, {&g2, 1.0}};
-    const auto requests = frugal::poisson_requests(mix, 6.0, 200, 1);
-    auto serve = [&](frugal::rag_policy policy) {
-        frugal::simulated_generator gen;
-        frugal::simulated_retriever ret;
-        return frugal::schedule_rag(requests, gen, ret, {.policy = policy});
+    const std::vector<frugal::sim::rag_mix_entry> mix{{&g1, 1.0}, {&g2, 1.0}};
+    const auto requests = frugal::sim::poisson_requests(mix, 6.0, 200, 1);
+    auto serve = [&](frugal::rag::rag_policy policy) {
+        frugal::sim::simulated_generator gen;
+        frugal::sim::simulated_retriever ret;
+        return frugal::rag::schedule_rag(requests, gen, ret, {.policy = policy});
     };
-    const auto seq = serve(frugal::rag_policy::sequential);
-    const auto wave = serve(frugal::rag_policy::wavefront);
+    const auto seq = serve(frugal::rag::rag_policy::sequential);
+    const auto wave = serve(frugal::rag::rag_policy::wavefront);
     bool same = true;
     for (std::size_t i = 0; i < requests.size(); ++i)
         same = same && seq.requests[i].state.text == wave.requests[i].state.text;

@@ -1,9 +1,9 @@
 // streaming_reranker: a small transformer encoder with RANDOM weights, run two ways over one
 // pool of candidates:
 //   memory: every layer's weights loaded up front, candidates in fixed batches, no pruning;
-//   stream: GRATING's monolithic forwarding (frugal::progressive_rank) with the dual-layer
-//           sliding window (frugal::layer_window reading the weight file), chunks planned by
-//           frugal::plan_chunks from a measured layer load and per-candidate compute, and
+//   stream: GRATING's monolithic forwarding (frugal::prune::progressive_rank) with the dual-layer
+//           sliding window (frugal::stream::layer_window reading the weight file), chunks planned by
+//           frugal::schedule::plan_chunks from a measured layer load and per-candidate compute, and
 //           progressive cluster pruning.
 // Each mode runs in its own process so that each peak RSS is its own. The weights are
 // random, so the scores, and which candidates win, carry no meaning: the example shows the
@@ -132,7 +132,7 @@ std::filesystem::path write_weights(const config& c, std::vector<std::size_t>& o
 // batching candidates, so one candidate is also the chunk that saturates it, and the plan is
 // the smallest chunk: fewest intermediates resident). The probe's buffer is freed before the
 // window allocates its two.
-frugal::chunk_planning measure_planning(const config& c, const shared_inputs& in, frugal::file_layer_loader& loader) {
+frugal::prune::chunk_planning measure_planning(const config& c, const shared_inputs& in, frugal::stream::file_layer_loader& loader) {
     using clock = std::chrono::steady_clock;
     std::vector<float> layer(c.layer_floats());
     auto start = clock::now();
@@ -153,11 +153,11 @@ frugal::chunk_planning measure_planning(const config& c, const shared_inputs& in
             .next_layer_load_seconds = load, .memory_limit_bytes = limit};
 }
 
-// frugal::progressive_model over the encoder; weights come from the sliding window.
+// frugal::prune::progressive_model over the encoder; weights come from the sliding window.
 struct streamed_encoder {
     const config* c;
     const shared_inputs* in;
-    frugal::layer_window<frugal::file_layer_loader>* window;
+    frugal::stream::layer_window<frugal::stream::file_layer_loader>* window;
     std::vector<matrix> hidden;
     std::span<const float> weights;
     std::size_t layers() const { return c->layers; }
@@ -177,7 +177,7 @@ struct streamed_encoder {
         for (std::size_t i = 0; i < ids.size(); ++i) out[i] = ::score(*in, hidden[ids[i]]);
     }
 };
-static_assert(frugal::progressive_model<streamed_encoder>);
+static_assert(frugal::prune::progressive_model<streamed_encoder>);
 
 int run_mode(const config& c, const std::string& mode, const std::filesystem::path& file,
              const std::vector<std::size_t>& offsets) {
@@ -206,12 +206,12 @@ int run_mode(const config& c, const std::string& mode, const std::filesystem::pa
                           [&](std::size_t a, std::size_t b) { return final_scores[a] > final_scores[b]; });
         top.assign(idx.begin(), idx.begin() + std::ptrdiff_t(c.k));
     } else {
-        frugal::file_layer_loader loader(file, offsets);
-        const frugal::chunk_planning plan = measure_planning(c, in, loader);
-        frugal::layer_window window(loader);
+        frugal::stream::file_layer_loader loader(file, offsets);
+        const frugal::prune::chunk_planning plan = measure_planning(c, in, loader);
+        frugal::stream::layer_window window(loader);
         streamed_encoder model{&c, &in, &window, {}, {}};
-        frugal::cluster_pruner pruner({.threshold = 0.05});
-        const auto r = frugal::progressive_rank(model, c.candidates, c.k, pruner, {.planning = plan});
+        frugal::prune::cluster_pruner pruner({.threshold = 0.05});
+        const auto r = frugal::prune::progressive_rank(model, c.candidates, c.k, pruner, {.planning = plan});
         top = r.top;
         computed = r.candidate_layers_computed;
         io_wait = window.wait_seconds();

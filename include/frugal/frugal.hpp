@@ -13,24 +13,24 @@
 #include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/core/memory_budget.hpp"
+#include "frugal/core/parallel_for.hpp"
 #include "frugal/core/stats.hpp"
 #include "frugal/core/version.hpp"
 
 // attention
+#include "frugal/attention/attention_plan.hpp"
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/host_device.hpp"
 #include "frugal/attention/masks.hpp"
+#include "frugal/attention/memory_model.hpp"
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/attention/out_of_core.hpp"
-#include "frugal/attention/parallel_for.hpp"
-#include "frugal/attention/staged_attention.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 
 // draft
 #include "frugal/draft/calibration.hpp"
 #include "frugal/draft/drafter.hpp"
 #include "frugal/draft/history.hpp"
-#include "frugal/draft/ngram.hpp"
 #include "frugal/draft/reuse.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 #include "frugal/draft/verify.hpp"
@@ -40,7 +40,6 @@
 #include "frugal/cache/count_min_sketch.hpp"
 #include "frugal/cache/embedding_row_cache.hpp"
 #include "frugal/cache/gdsf_policy.hpp"
-#include "frugal/cache/hot_set.hpp"
 #include "frugal/cache/lfu_policy.hpp"
 #include "frugal/cache/lru_policy.hpp"
 #include "frugal/cache/percache_scheduler.hpp"
@@ -48,7 +47,6 @@
 #include "frugal/cache/priority_buckets.hpp"
 #include "frugal/cache/semantic_cache.hpp"
 #include "frugal/cache/sharded_cache.hpp"
-#include "frugal/cache/similarity_index.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
 
 // prune
@@ -58,29 +56,29 @@
 #include "frugal/prune/kmeans1d.hpp"
 #include "frugal/prune/progressive_ranker.hpp"
 #include "frugal/prune/progressive_selection.hpp"
-#include "frugal/prune/synthetic_trajectories.hpp"
 #include "frugal/prune/trajectory.hpp"
+
+// schedule
+#include "frugal/schedule/chunk_plan.hpp"
+#include "frugal/schedule/graph_switch.hpp"
+#include "frugal/schedule/placement.hpp"
+#include "frugal/schedule/timeline.hpp"
+
+// rag
+#include "frugal/rag/cluster_order.hpp"
+#include "frugal/rag/hot_set.hpp"
+#include "frugal/rag/substage.hpp"
+#include "frugal/rag/tiered_ivf.hpp"
+#include "frugal/rag/wavefront.hpp"
+#include "frugal/rag/workflow.hpp"
+
+// retrieve
+#include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/retrieve/similarity_index.hpp"
+#include "frugal/retrieve/top_k.hpp"
 
 // stream
 #include "frugal/stream/file_layer_loader.hpp"
 #include "frugal/stream/hidden_state_offload.hpp"
 #include "frugal/stream/io_thread.hpp"
 #include "frugal/stream/layer_window.hpp"
-
-// schedule
-#include "frugal/schedule/attention_plan.hpp"
-#include "frugal/schedule/chunk_plan.hpp"
-#include "frugal/schedule/graph_switch.hpp"
-#include "frugal/schedule/memory_model.hpp"
-#include "frugal/schedule/placement.hpp"
-#include "frugal/schedule/rag_simulation.hpp"
-#include "frugal/schedule/substage.hpp"
-#include "frugal/schedule/timeline.hpp"
-#include "frugal/schedule/wavefront.hpp"
-#include "frugal/schedule/workflow.hpp"
-
-// retrieve
-#include "frugal/retrieve/cluster_order.hpp"
-#include "frugal/retrieve/ivf_flat.hpp"
-#include "frugal/retrieve/tiered_ivf.hpp"
-#include "frugal/retrieve/top_k.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // Independent oracles for the attention tests: a float64 naive attention and the mask
-// written out from its definition (not through frugal::attention_mask).
+// written out from its definition (not through frugal::attention::attention_mask).
 
 #include <cmath>
 #include <cstdint>

@@ -6,9 +6,9 @@
 
 namespace {
 
-using frugal::attention_mask;
-using frugal::causal_alignment;
-using frugal::tile_coverage;
+using frugal::attention::attention_mask;
+using frugal::attention::causal_alignment;
+using frugal::attention::tile_coverage;
 using frugal::testing::ref_mask;
 using frugal::testing::ref_mask_spec;
 using frugal::testing::ref_visible;

@@ -1,7 +1,7 @@
-#include <frugal/attention/staged_attention.hpp>
+#include <frugal/sim/staged_attention.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
-#include <frugal/schedule/memory_model.hpp>
+#include <frugal/attention/memory_model.hpp>
 
 #include <gtest/gtest.h>
 
@@ -39,9 +39,9 @@ void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 namespace {
 
 using frugal::memory_budget;
-using frugal::memory_pressure;
-using frugal::prefill_dims;
-using frugal::prefill_step;
+using frugal::attention::memory_pressure;
+using frugal::attention::prefill_dims;
+using frugal::attention::prefill_step;
 
 // OPT-30B (h1 = 7168, h2 = 4 h1, 56 heads) at s = 4096, b = 1: Table 1 evaluated by hand.
 const prefill_dims opt30b{.b = 1, .s = 4096, .h1 = 7168, .h2 = 28672, .n = 56, .element_bytes = 2};
@@ -56,40 +56,40 @@ TEST(MemoryModel, ReproducesHyperGenTable1) {
                           row{prefill_step::softmax, 1937768448, 998244352},
                           row{prefill_step::attention_output, 1078984704, 29360128},
                           row{prefill_step::mlp, 587202560, 29360128}}) {
-        const auto m = frugal::estimate_step_memory(r.step, opt30b);
+        const auto m = frugal::attention::estimate_step_memory(r.step, opt30b);
         EXPECT_EQ(m.peak_elements, r.peak) << int(r.step);
         EXPECT_EQ(m.retained_elements, r.retained) << int(r.step);
         EXPECT_EQ(m.peak_bytes(), 2 * r.peak);
     }
     // The paper's worked example: QKV peak 4bsh1 + 3h1^2 and retained X, Q, K, V.
     const prefill_dims tiny{.b = 2, .s = 3, .h1 = 5, .h2 = 7, .n = 1};
-    EXPECT_EQ(frugal::estimate_step_memory(prefill_step::qkv, tiny).peak_elements, 4u * 30 + 3 * 25);
+    EXPECT_EQ(frugal::attention::estimate_step_memory(prefill_step::qkv, tiny).peak_elements, 4u * 30 + 3 * 25);
     // Each step starts from what the one before retained.
-    for (std::size_t i = 1; i < frugal::prefill_steps.size(); ++i) {
-        const auto prev = frugal::estimate_step_memory(frugal::prefill_steps[i - 1], opt30b);
-        const auto cur = frugal::estimate_step_memory(frugal::prefill_steps[i], opt30b);
+    for (std::size_t i = 1; i < frugal::attention::prefill_steps.size(); ++i) {
+        const auto prev = frugal::attention::estimate_step_memory(frugal::attention::prefill_steps[i - 1], opt30b);
+        const auto cur = frugal::attention::estimate_step_memory(frugal::attention::prefill_steps[i], opt30b);
         EXPECT_GE(cur.peak_elements, prev.retained_elements) << i;
     }
 }
 
 TEST(MemoryModel, ClassifiesPressureBetweenTheStepPeaks) {
-    const auto peak = [](prefill_step s) { return frugal::estimate_step_memory(s, opt30b).peak_bytes(); };
-    EXPECT_EQ(frugal::classify_memory_pressure(opt30b, memory_budget(peak(prefill_step::softmax))),
+    const auto peak = [](prefill_step s) { return frugal::attention::estimate_step_memory(s, opt30b).peak_bytes(); };
+    EXPECT_EQ(frugal::attention::classify_memory_pressure(opt30b, memory_budget(peak(prefill_step::softmax))),
               memory_pressure::none);
     // Between the output step's peak and softmax's: only softmax exceeds.
-    EXPECT_EQ(frugal::classify_memory_pressure(opt30b, memory_budget(peak(prefill_step::attention_output))),
+    EXPECT_EQ(frugal::attention::classify_memory_pressure(opt30b, memory_budget(peak(prefill_step::attention_output))),
               memory_pressure::moderate);
-    EXPECT_EQ(frugal::classify_memory_pressure(opt30b, memory_budget(peak(prefill_step::mlp) + 1)),
+    EXPECT_EQ(frugal::attention::classify_memory_pressure(opt30b, memory_budget(peak(prefill_step::mlp) + 1)),
               memory_pressure::severe);
-    EXPECT_THROW((void)frugal::classify_memory_pressure(opt30b, memory_budget(peak(prefill_step::qkv))),
+    EXPECT_THROW((void)frugal::attention::classify_memory_pressure(opt30b, memory_budget(peak(prefill_step::qkv))),
                  frugal::invalid_argument);
     const prefill_dims huge{.b = 1u << 20, .s = 1u << 30, .h1 = 1u << 20, .h2 = 1, .n = 1};
-    EXPECT_THROW((void)frugal::estimate_step_memory(prefill_step::softmax, huge), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::attention::estimate_step_memory(prefill_step::softmax, huge), frugal::invalid_argument);
 }
 
 struct run_tensors {
     std::vector<float> q, k, v, out;
-    explicit run_tensors(const frugal::attention_shape& s)
+    explicit run_tensors(const frugal::attention::attention_shape& s)
         : q(frugal::testing::normal_floats(s.q_heads * s.q_len * s.head_dim, 1)),
           k(frugal::testing::normal_floats(s.kv_heads * s.kv_len * s.head_dim, 2)),
           v(frugal::testing::normal_floats(s.kv_heads * s.kv_len * s.head_dim, 3)),
@@ -100,40 +100,40 @@ struct run_tensors {
 constexpr std::size_t slack = 4096;
 
 TEST(MemoryModel, StagedBaselineAllocatesTheTableScoreTermPlusItsDeviceBuffers) {
-    const frugal::attention_shape sh{.q_heads = 4, .kv_heads = 4, .q_len = 96, .kv_len = 96, .head_dim = 16};
+    const frugal::attention::attention_shape sh{.q_heads = 4, .kv_heads = 4, .q_len = 96, .kv_len = 96, .head_dim = 16};
     run_tensors t(sh);
     // The scores the staged baseline concatenates in host memory are Table 1's n b s^2.
     const prefill_dims dims{.b = 1, .s = 96, .h1 = 4 * 16, .h2 = 1, .n = 4, .element_bytes = 4};
-    const auto score = frugal::estimate_step_memory(prefill_step::attention_score, dims);
+    const auto score = frugal::attention::estimate_step_memory(prefill_step::attention_score, dims);
     const std::uint64_t nbs2 = score.retained_bytes() - 2 * dims.b * dims.s * dims.h1 * dims.element_bytes;
     for (std::size_t threads : {1, 2}) {
-        const auto plan = frugal::staged_attention::plan(sh, {.threads = threads}, memory_budget(8192));
+        const auto plan = frugal::sim::staged_attention::plan(sh, {.threads = threads}, memory_budget(8192));
         EXPECT_EQ(plan.host_bytes(), nbs2);
         const std::size_t before = live_bytes;
         peak_bytes = before;
-        frugal::staged_attention::run(plan, frugal::eigen::backend{},
-                                      frugal::heads_view<const float>::head_major(t.q.data(), 4, 96, 16),
-                                      frugal::heads_view<const float>::head_major(t.k.data(), 4, 96, 16),
-                                      frugal::heads_view<const float>::head_major(t.v.data(), 4, 96, 16),
-                                      frugal::heads_view<float>::head_major(t.out.data(), 4, 96, 16));
+        frugal::sim::staged_attention::run(plan, frugal::eigen::backend{},
+                                      frugal::attention::heads_view<const float>::head_major(t.q.data(), 4, 96, 16),
+                                      frugal::attention::heads_view<const float>::head_major(t.k.data(), 4, 96, 16),
+                                      frugal::attention::heads_view<const float>::head_major(t.v.data(), 4, 96, 16),
+                                      frugal::attention::heads_view<float>::head_major(t.out.data(), 4, 96, 16));
         EXPECT_GE(peak_bytes - before, plan.workspace_bytes());
         EXPECT_LE(peak_bytes - before, plan.workspace_bytes() + slack);
     }
 }
 
 TEST(MemoryModel, TiledAttentionAllocatesExactlyItsPlannedWorkspace) {
-    const frugal::attention_shape sh{.q_heads = 4, .kv_heads = 2, .q_len = 200, .kv_len = 300, .head_dim = 24};
+    const frugal::attention::attention_shape sh{.q_heads = 4, .kv_heads = 2, .q_len = 200, .kv_len = 300, .head_dim = 24};
     run_tensors t(sh);
     for (std::size_t threads : {1, 3}) {
-        const auto plan = frugal::tiled_attention::plan(sh, {.threads = threads}, memory_budget(100000));
+        const auto plan = frugal::attention::tiled::plan(sh, {.threads = threads}, memory_budget(100000));
         EXPECT_LE(plan.workspace_bytes(), 100000u);
         const std::size_t before = live_bytes;
         peak_bytes = before;
-        frugal::tiled_attention::run(plan, frugal::eigen::attention_backend{},
-                                     frugal::heads_view<const float>::head_major(t.q.data(), 4, 200, 24),
-                                     frugal::heads_view<const float>::head_major(t.k.data(), 2, 300, 24),
-                                     frugal::heads_view<const float>::head_major(t.v.data(), 2, 300, 24),
-                                     frugal::heads_view<float>::head_major(t.out.data(), 4, 200, 24));
+        frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{},
+                                     frugal::attention::heads_view<const float>::head_major(t.q.data(), 4, 200, 24),
+                                     frugal::attention::heads_view<const float>::head_major(t.k.data(), 2, 300, 24),
+                                     frugal::attention::heads_view<const float>::head_major(t.v.data(), 2, 300, 24),
+                                     frugal::attention::heads_view<float>::head_major(t.out.data(), 4, 200, 24));
         EXPECT_GE(peak_bytes - before, plan.workspace_bytes());
         EXPECT_LE(peak_bytes - before, plan.workspace_bytes() + slack);
     }

@@ -9,7 +9,7 @@
 
 namespace {
 
-using frugal::softmax_base;
+using frugal::attention::softmax_base;
 
 constexpr double log2e = 1.4426950408889634;
 
@@ -37,12 +37,12 @@ void check_merge_of_parts(std::size_t parts) {
     const auto v = frugal::testing::normal_floats(n * d, 5);
     const auto [want, want_lse] = reference(s, v, d);
     const float in_base = Base == softmax_base::two ? float(log2e) : 1.0f;
-    std::vector<frugal::softmax_state<Base>> states;
+    std::vector<frugal::attention::softmax_state<Base>> states;
     for (std::size_t p = 0; p < parts; ++p) {
         const std::size_t b = p * n / parts, e = (p + 1) * n / parts;
         std::vector<float> part(s.begin() + long(b), s.begin() + long(e));
         for (auto& x : part) x *= in_base;
-        frugal::softmax_state<Base> st(d);
+        frugal::attention::softmax_state<Base> st(d);
         st.absorb(part, frugal::matrix_view<const float>(v.data() + b * d, e - b, d));
         states.push_back(std::move(st));
     }
@@ -50,7 +50,7 @@ void check_merge_of_parts(std::size_t parts) {
     for (bool reverse : {false, true}) {
         auto order = states;
         if (reverse) std::reverse(order.begin(), order.end());
-        const auto merged = frugal::merge_states(std::span<const frugal::softmax_state<Base>>(order));
+        const auto merged = frugal::attention::merge_states(std::span<const frugal::attention::softmax_state<Base>>(order));
         const auto out = merged.normalized();
         for (std::size_t c = 0; c < d; ++c) EXPECT_NEAR(out[c], want[c], 2e-6) << "parts " << parts;
         EXPECT_NEAR(merged.lse() / in_base, want_lse, 2e-5) << "parts " << parts;
@@ -65,7 +65,7 @@ TEST(OnlineSoftmax, MergingTwoToEightPartsEqualsTheWholeSoftmax) {
 }
 
 TEST(OnlineSoftmax, EmptyAndFullyMaskedStatesAreNeutral) {
-    using state = frugal::softmax_state<softmax_base::e>;
+    using state = frugal::attention::softmax_state<softmax_base::e>;
     state a(2);
     const std::vector<float> v = {1, 2, 3, 4};
     a.absorb(std::vector<float>{0.5f, -1.0f}, frugal::matrix_view<const float>(v.data(), 2, 2));
@@ -73,10 +73,10 @@ TEST(OnlineSoftmax, EmptyAndFullyMaskedStatesAreNeutral) {
     state masked(2);
     masked.absorb(std::vector<float>{-INFINITY, -INFINITY}, frugal::matrix_view<const float>(v.data(), 2, 2));
     EXPECT_EQ(masked.lse(), -INFINITY);
-    frugal::merge_state(a, masked);
+    frugal::attention::merge_state(a, masked);
     EXPECT_EQ(a.normalized(), before);
     state empty(2);
-    frugal::merge_state(empty, a);
+    frugal::attention::merge_state(empty, a);
     EXPECT_EQ(empty.normalized(), before);
     EXPECT_EQ(state(3).normalized(), std::vector<float>(3, 0.0f));
 }
@@ -90,18 +90,18 @@ TEST(OnlineSoftmax, OutputsWithLseMergeLikeStates) {
     const auto [b, lse_b] = reference({s.begin() + 8, s.end()}, {v.begin() + 8 * d, v.end()}, d);
     std::vector<float> out(a.begin(), a.end()), other(b.begin(), b.end());
     float lse = float(lse_a);
-    frugal::merge_output<softmax_base::e>(std::span<float>(out), lse, std::span<const float>(other), float(lse_b));
+    frugal::attention::merge_output<softmax_base::e>(std::span<float>(out), lse, std::span<const float>(other), float(lse_b));
     for (std::size_t c = 0; c < d; ++c) EXPECT_NEAR(out[c], want[c], 1e-6);
     EXPECT_NEAR(lse, want_lse, 1e-5);
-    const auto st = frugal::softmax_state<softmax_base::e>::from_output(other, float(lse_b));
+    const auto st = frugal::attention::softmax_state<softmax_base::e>::from_output(other, float(lse_b));
     EXPECT_NEAR(st.lse(), lse_b, 1e-6);
 }
 
 TEST(OnlineSoftmax, BadInputIsRejected) {
-    using state = frugal::softmax_state<softmax_base::two>;
+    using state = frugal::attention::softmax_state<softmax_base::two>;
     state a(3), b(4);
-    EXPECT_THROW(frugal::merge_state(a, b), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::merge_states(std::span<const state>{}), frugal::invalid_argument);
+    EXPECT_THROW(frugal::attention::merge_state(a, b), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::attention::merge_states(std::span<const state>{}), frugal::invalid_argument);
     const std::vector<float> v(6, 1.0f);
     EXPECT_THROW(a.absorb(std::vector<float>{1.0f}, frugal::matrix_view<const float>(v.data(), 2, 3)),
                  frugal::invalid_argument);
@@ -109,10 +109,10 @@ TEST(OnlineSoftmax, BadInputIsRejected) {
 }
 
 // States of different bases are different types: merge_state(e_state, two_state) does not compile.
-static_assert(!std::is_same_v<frugal::softmax_state<softmax_base::e>, frugal::softmax_state<softmax_base::two>>);
+static_assert(!std::is_same_v<frugal::attention::softmax_state<softmax_base::e>, frugal::attention::softmax_state<softmax_base::two>>);
 template <class A, class B>
-concept mergeable = requires(A& a, const B& b) { frugal::merge_state(a, b); };
-static_assert(mergeable<frugal::softmax_state<softmax_base::e>, frugal::softmax_state<softmax_base::e>>);
-static_assert(!mergeable<frugal::softmax_state<softmax_base::e>, frugal::softmax_state<softmax_base::two>>);
+concept mergeable = requires(A& a, const B& b) { frugal::attention::merge_state(a, b); };
+static_assert(mergeable<frugal::attention::softmax_state<softmax_base::e>, frugal::attention::softmax_state<softmax_base::e>>);
+static_assert(!mergeable<frugal::attention::softmax_state<softmax_base::e>, frugal::attention::softmax_state<softmax_base::two>>);
 
 }  // namespace

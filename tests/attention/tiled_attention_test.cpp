@@ -1,5 +1,5 @@
 #include <frugal/attention/out_of_core.hpp>
-#include <frugal/attention/staged_attention.hpp>
+#include <frugal/sim/staged_attention.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
 
@@ -16,11 +16,11 @@
 
 namespace {
 
-using frugal::attention_mask;
-using frugal::attention_options;
-using frugal::attention_shape;
-using frugal::causal_alignment;
-using frugal::heads_view;
+using frugal::attention::attention_mask;
+using frugal::attention::attention_options;
+using frugal::attention::attention_shape;
+using frugal::attention::causal_alignment;
+using frugal::attention::heads_view;
 using frugal::memory_budget;
 using frugal::testing::ref_mask;
 using frugal::testing::ref_mask_spec;
@@ -50,7 +50,7 @@ struct case_spec {
     std::size_t threads = 1;
     std::size_t budget = 16u << 20;
     std::size_t q_tile = 16, kv_tile = 32;
-    frugal::softmax_base base = frugal::softmax_base::e;
+    frugal::attention::softmax_base base = frugal::attention::softmax_base::e;
     bool staged = false;  // run HyperGen's staged baseline (budget = device limit) instead
     int streamed = 0;     // 1: out-of-core from host memory, 2: from a file (budget = whole workspace)
 };
@@ -64,28 +64,28 @@ double max_error(const case_spec& c, double* lse_error = nullptr, Backend backen
     attention_options opt{.mask = c.mask, .lse_base = c.base, .threads = c.threads, .q_tile = c.q_tile,
                           .kv_tile = c.kv_tile};
     if (c.streamed != 0) {
-        const auto plan = frugal::out_of_core_attention::plan(sh, opt, memory_budget(c.budget));
+        const auto plan = frugal::attention::out_of_core::plan(sh, opt, memory_budget(c.budget));
         EXPECT_LE(plan.workspace_bytes(), c.budget);
         EXPECT_LT(plan.kv_block, sh.kv_len);  // the test budgets really force streaming
         const auto lv = frugal::matrix_view<float>(lse.data(), sh.q_heads, sh.q_len);
         if (c.streamed == 1) {
-            frugal::memory_kv_source src(k.view(), v.view());
-            frugal::out_of_core_attention::run(plan, backend, q.view(), src, out.view(), lv);
+            frugal::attention::memory_kv_source src(k.view(), v.view());
+            frugal::attention::out_of_core::run(plan, backend, q.view(), src, out.view(), lv);
         } else {
             const auto path = std::filesystem::path(::testing::TempDir()) / "frugal_attention_stream.kv";
-            frugal::write_kv_file(path, k.view(), v.view());
-            frugal::file_kv_source src(path, sh.kv_heads, sh.kv_len, sh.head_dim);
-            frugal::out_of_core_attention::run(plan, backend, q.view(), src, out.view(), lv);
+            frugal::attention::write_kv_file(path, k.view(), v.view());
+            frugal::attention::file_kv_source src(path, sh.kv_heads, sh.kv_len, sh.head_dim);
+            frugal::attention::out_of_core::run(plan, backend, q.view(), src, out.view(), lv);
             std::filesystem::remove(path);
         }
     } else if (c.staged) {
-        const auto plan = frugal::staged_attention::plan(sh, opt, memory_budget(c.budget));
+        const auto plan = frugal::sim::staged_attention::plan(sh, opt, memory_budget(c.budget));
         EXPECT_LE(plan.device_bytes(), c.budget);
-        frugal::staged_attention::run(plan, backend, q.view(), k.view(), v.view(), out.view());
+        frugal::sim::staged_attention::run(plan, backend, q.view(), k.view(), v.view(), out.view());
     } else {
-        const auto plan = frugal::tiled_attention::plan(sh, opt, memory_budget(c.budget));
+        const auto plan = frugal::attention::tiled::plan(sh, opt, memory_budget(c.budget));
         EXPECT_LE(plan.workspace_bytes(), c.budget);
-        frugal::tiled_attention::run(plan, backend, q.view(), k.view(), v.view(), out.view(),
+        frugal::attention::tiled::run(plan, backend, q.view(), k.view(), v.view(), out.view(),
                                      frugal::matrix_view<float>(lse.data(), sh.q_heads, sh.q_len));
     }
     const auto want = frugal::testing::ref_attention(
@@ -101,7 +101,7 @@ double max_error(const case_spec& c, double* lse_error = nullptr, Backend backen
             }
             const double wl = want.lse[h * sh.q_len + i];
             const double got = lse[h * sh.q_len + i];
-            const double conv = c.base == frugal::softmax_base::two ? std::log(2.0) : 1.0;
+            const double conv = c.base == frugal::attention::softmax_base::two ? std::log(2.0) : 1.0;
             if (c.staged) continue;  // the staged baseline has no LSE output
             if (std::isinf(wl)) {
                 if (got != -INFINITY) lerr = INFINITY;
@@ -157,7 +157,7 @@ TEST(TiledAttention, OddHeadDimsAndGroupedQueryHeads) {
 TEST(TiledAttention, StridedViewsWithPaddingAndLseInBothBases) {
     double lse_err = 0;
     EXPECT_LT(max_error({.shape = shape(3, 3, 29, 64, 24), .mask = attention_mask::causal(causal_alignment::top_left),
-                         .ref = {ref_mask::top_left}, .pad = 5, .base = frugal::softmax_base::two},
+                         .ref = {ref_mask::top_left}, .pad = 5, .base = frugal::attention::softmax_base::two},
                         &lse_err),
               2e-5);
     EXPECT_LT(lse_err, 2e-5);
@@ -166,7 +166,7 @@ TEST(TiledAttention, StridedViewsWithPaddingAndLseInBothBases) {
 TEST(TiledAttention, ThreadsAndBudgetsDoNotChangeTheAnswer) {
     // Tiny budgets force 1-row tiles; several threads share the work.
     for (std::size_t threads : {1, 3})
-        for (std::size_t budget : {std::size_t(16u << 20), std::size_t(700), frugal::attention_plan::minimum_bytes()}) {
+        for (std::size_t budget : {std::size_t(16u << 20), std::size_t(700), frugal::attention::attention_plan::minimum_bytes()}) {
             EXPECT_LT(max_error({.shape = shape(2, 2, 19, 40, 8), .mask = attention_mask::causal(),
                                  .ref = {ref_mask::bottom_right}, .threads = threads, .budget = budget}),
                       2e-5)
@@ -179,11 +179,11 @@ TEST(TiledAttention, ResultIsBitwiseIdenticalForAnyThreadCount) {
     std::vector<std::vector<float>> results;
     for (std::size_t threads : {1, 2, 4}) {
         padded_tensor q(4, 150, 40, 0, 1), k(2, 150, 40, 0, 2), v(2, 150, 40, 0, 3), out(4, 150, 40, 0, 4);
-        const auto plan = frugal::tiled_attention::plan(
+        const auto plan = frugal::attention::tiled::plan(
             sh, {.mask = attention_mask::causal(), .threads = threads, .q_tile = 32, .kv_tile = 64},
             memory_budget::mib(1));
         EXPECT_EQ(plan.workers(), threads);
-        frugal::tiled_attention::run(plan, frugal::eigen::attention_backend{}, q.view(), k.view(), v.view(),
+        frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{}, q.view(), k.view(), v.view(),
                                      out.view());
         results.push_back(out.data);
     }
@@ -200,44 +200,44 @@ TEST(TiledAttention, RunsOnAMinimalGemmOnlyBackend) {
 
 TEST(TiledAttention, PlanFitsTheBudgetAndReportsTheExactWorkspace) {
     const auto sh = shape(8, 8, 4096, 4096, 128);
-    const auto plan = frugal::tiled_attention::plan(sh, {.threads = 2, .q_tile = 128, .kv_tile = 512},
+    const auto plan = frugal::attention::tiled::plan(sh, {.threads = 2, .q_tile = 128, .kv_tile = 512},
                                                     memory_budget::mib(16));
     EXPECT_EQ(plan.q_tile(), 128u);
     EXPECT_EQ(plan.kv_tile(), 512u);
     EXPECT_EQ(plan.workers(), 2u);
     EXPECT_EQ(plan.workspace_bytes(), 2u * (128u * 512u + 3u * 128u) * 4u);  // 128*515 is a multiple of 16
-    const auto small = frugal::tiled_attention::plan(sh, {.threads = 2}, memory_budget(64 * 1024));
+    const auto small = frugal::attention::tiled::plan(sh, {.threads = 2}, memory_budget(64 * 1024));
     EXPECT_LE(small.workspace_bytes(), 64u * 1024u);
-    EXPECT_LT(small.kv_tile(), frugal::attention_options{}.kv_tile);
+    EXPECT_LT(small.kv_tile(), frugal::attention::attention_options{}.kv_tile);
 }
 
 TEST(TiledAttention, BadInputGetsAClearError) {
     const auto sh = shape(4, 2, 8, 8, 4);
-    EXPECT_THROW((void)frugal::tiled_attention::plan(shape(4, 3, 8, 8, 4), {}, memory_budget::mib(1)),
+    EXPECT_THROW((void)frugal::attention::tiled::plan(shape(4, 3, 8, 8, 4), {}, memory_budget::mib(1)),
                  frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::tiled_attention::plan(shape(4, 2, 0, 8, 4), {}, memory_budget::mib(1)),
+    EXPECT_THROW((void)frugal::attention::tiled::plan(shape(4, 2, 0, 8, 4), {}, memory_budget::mib(1)),
                  frugal::invalid_argument);
     try {
-        (void)frugal::tiled_attention::plan(sh, {}, memory_budget(32));
+        (void)frugal::attention::tiled::plan(sh, {}, memory_budget(32));
         FAIL() << "a 32-byte budget was accepted";
     } catch (const frugal::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find(std::to_string(frugal::attention_plan::minimum_bytes())),
+        EXPECT_NE(std::string(e.what()).find(std::to_string(frugal::attention::attention_plan::minimum_bytes())),
                   std::string::npos)
             << e.what();
     }
-    const auto plan = frugal::tiled_attention::plan(sh, {}, memory_budget::mib(1));
+    const auto plan = frugal::attention::tiled::plan(sh, {}, memory_budget::mib(1));
     padded_tensor q(4, 8, 4, 0, 1), k(2, 8, 4, 0, 2), v(2, 8, 4, 0, 3), out(4, 8, 4, 0, 4), wrong(4, 9, 4, 0, 5);
     const frugal::eigen::attention_backend cpu;
-    EXPECT_THROW(frugal::tiled_attention::run(plan, cpu, q.view(), k.view(), v.view(), wrong.view()),
+    EXPECT_THROW(frugal::attention::tiled::run(plan, cpu, q.view(), k.view(), v.view(), wrong.view()),
                  frugal::invalid_argument);
-    EXPECT_THROW(frugal::tiled_attention::run(plan, cpu, q.view(), q.view(), v.view(), out.view()),
+    EXPECT_THROW(frugal::attention::tiled::run(plan, cpu, q.view(), q.view(), v.view(), out.view()),
                  frugal::invalid_argument);
     std::vector<float> lse(3);
-    EXPECT_THROW(frugal::tiled_attention::run(plan, cpu, q.view(), k.view(), v.view(), out.view(),
+    EXPECT_THROW(frugal::attention::tiled::run(plan, cpu, q.view(), k.view(), v.view(), out.view(),
                                               frugal::matrix_view<float>(lse.data(), 1, 3)),
                  frugal::invalid_argument);
     std::vector<float> ws(1);
-    EXPECT_THROW(frugal::tiled_attention::run(plan, cpu, q.view(), k.view(), v.view(), out.view(), {},
+    EXPECT_THROW(frugal::attention::tiled::run(plan, cpu, q.view(), k.view(), v.view(), out.view(), {},
                                               std::span<float>(ws)),
                  frugal::invalid_argument);
     EXPECT_THROW((void)heads_view<float>(q.data.data(), 4, 8, 4, 4, 3), frugal::invalid_argument);
@@ -258,13 +258,13 @@ TEST(StagedAttention, MatchesFloat64UnderSmallDeviceLimits) {
 
 TEST(StagedAttention, PlanSizesGroupsToTheLimitAndNamesTheMinimum) {
     const auto sh = shape(2, 2, 100, 50, 10);
-    const auto p = frugal::staged_attention::plan(sh, {}, memory_budget(4000));
+    const auto p = frugal::sim::staged_attention::plan(sh, {}, memory_budget(4000));
     EXPECT_EQ(p.score_rows, 4000u / 4 / 50);
     EXPECT_EQ(p.softmax_rows, 4000u / 4 / 100);
     EXPECT_EQ(p.output_rows, 4000u / 4 / 60);
     EXPECT_EQ(p.host_bytes(), 2u * 100 * 50 * 4);
     try {
-        (void)frugal::staged_attention::plan(sh, {}, memory_budget(399));
+        (void)frugal::sim::staged_attention::plan(sh, {}, memory_budget(399));
         FAIL();
     } catch (const frugal::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("400"), std::string::npos) << e.what();
@@ -297,23 +297,23 @@ TEST(OutOfCoreAttention, PrefixPlusSuffixMergedEqualsFullCausalAttention) {
         return heads_view<const float>(t.data.data() + b * heads * d, heads, n, d, d, heads * d);
     };
     const auto path = std::filesystem::path(::testing::TempDir()) / "frugal_attention_prefix.kv";
-    frugal::write_kv_file(path, kv_part(k, 0, prefix), kv_part(v, 0, prefix));
-    frugal::file_kv_source cached(path, heads, prefix, d);
+    frugal::attention::write_kv_file(path, kv_part(k, 0, prefix), kv_part(v, 0, prefix));
+    frugal::attention::file_kv_source cached(path, heads, prefix, d);
 
     std::vector<float> out(heads * suffix * d), lse(heads * suffix), own(heads * suffix * d), own_lse(heads * suffix);
     const auto ov = heads_view<float>::head_major(out.data(), heads, suffix, d);
     const auto own_v = heads_view<float>::head_major(own.data(), heads, suffix, d);
     const frugal::eigen::attention_backend cpu;
     const attention_shape prefix_shape = shape(heads, heads, suffix, prefix, d);
-    frugal::out_of_core_attention::run(frugal::out_of_core_attention::plan(prefix_shape, {}, memory_budget(4000)), cpu,
+    frugal::attention::out_of_core::run(frugal::attention::out_of_core::plan(prefix_shape, {}, memory_budget(4000)), cpu,
                                        q.view(), cached, ov, frugal::matrix_view<float>(lse.data(), heads, suffix));
     const attention_shape suffix_shape = shape(heads, heads, suffix, suffix, d);
-    frugal::tiled_attention::run(
-        frugal::tiled_attention::plan(suffix_shape, {.mask = attention_mask::causal(causal_alignment::top_left)},
+    frugal::attention::tiled::run(
+        frugal::attention::tiled::plan(suffix_shape, {.mask = attention_mask::causal(causal_alignment::top_left)},
                                       memory_budget::mib(1)),
         cpu, q.view(), kv_part(k, prefix, suffix), kv_part(v, prefix, suffix), own_v,
         frugal::matrix_view<float>(own_lse.data(), heads, suffix));
-    frugal::out_of_core_attention::merge_partial<frugal::softmax_base::e>(
+    frugal::attention::out_of_core::merge_partial<frugal::attention::softmax_base::e>(
         ov, frugal::matrix_view<float>(lse.data(), heads, suffix), own_v,
         frugal::matrix_view<const float>(own_lse.data(), heads, suffix));
     std::filesystem::remove(path);
@@ -329,23 +329,23 @@ TEST(OutOfCoreAttention, PrefixPlusSuffixMergedEqualsFullCausalAttention) {
 TEST(OutOfCoreAttention, BadInputGetsAClearError) {
     const auto sh = shape(2, 1, 10, 30, 4);
     try {
-        (void)frugal::out_of_core_attention::plan(sh, {}, memory_budget(100));
+        (void)frugal::attention::out_of_core::plan(sh, {}, memory_budget(100));
         FAIL();
     } catch (const frugal::invalid_argument& e) {
-        const std::size_t minimum = 2 * 2 * 10 * 4 + frugal::attention_plan::minimum_bytes() + 2 * 4 * 4;
+        const std::size_t minimum = 2 * 2 * 10 * 4 + frugal::attention::attention_plan::minimum_bytes() + 2 * 4 * 4;
         EXPECT_NE(std::string(e.what()).find(std::to_string(minimum)), std::string::npos) << e.what();
     }
     padded_tensor k(1, 30, 4, 0, 2), v(1, 30, 4, 0, 3), q(2, 10, 4, 0, 1), out(2, 10, 4, 0, 4);
     const auto path = std::filesystem::path(::testing::TempDir()) / "frugal_attention_bad.kv";
-    frugal::write_kv_file(path, k.view(), v.view());
-    EXPECT_THROW(frugal::file_kv_source(path, 1, 31, 4), frugal::runtime_error);  // the file is too short
-    frugal::file_kv_source wrong(path, 2, 15, 4);
-    const auto plan = frugal::out_of_core_attention::plan(sh, {}, memory_budget::mib(1));
-    EXPECT_THROW(frugal::out_of_core_attention::run(plan, frugal::eigen::attention_backend{}, q.view(), wrong,
+    frugal::attention::write_kv_file(path, k.view(), v.view());
+    EXPECT_THROW(frugal::attention::file_kv_source(path, 1, 31, 4), frugal::runtime_error);  // the file is too short
+    frugal::attention::file_kv_source wrong(path, 2, 15, 4);
+    const auto plan = frugal::attention::out_of_core::plan(sh, {}, memory_budget::mib(1));
+    EXPECT_THROW(frugal::attention::out_of_core::run(plan, frugal::eigen::attention_backend{}, q.view(), wrong,
                                                     out.view()),
                  frugal::invalid_argument);
     std::filesystem::remove(path);
-    EXPECT_THROW(frugal::file_kv_source(path, 1, 30, 4), frugal::runtime_error);  // gone
+    EXPECT_THROW(frugal::attention::file_kv_source(path, 1, 30, 4), frugal::runtime_error);  // gone
 }
 
 }  // namespace

@@ -20,8 +20,8 @@
 
 namespace {
 
-using frugal::eviction_reason;
-using frugal::put_result;
+using frugal::cache::eviction_reason;
+using frugal::cache::put_result;
 
 enum class kind { lru, lfu, lfuda, gdsf, wtinylfu };
 
@@ -246,7 +246,7 @@ private:
 template <class Policy>
 void run_against_reference(kind k, std::uint32_t seed, std::size_t capacity, int max_weight) {
     SCOPED_TRACE(testing::Message() << "seed " << seed << " capacity " << capacity << " max weight " << max_weight);
-    frugal::basic_cache<int, int, Policy, value_weigher> cache(capacity);
+    frugal::cache::basic_cache<int, int, Policy, value_weigher> cache(capacity);
     reference ref(k, capacity);
     std::vector<std::pair<int, eviction_reason>> log;
     cache.set_eviction_callback([&](const int& key, int&, eviction_reason r) { log.emplace_back(key, r); });
@@ -305,14 +305,14 @@ void run_suite(kind k) {
     }
 }
 
-TEST(CachePolicies, LruMatchesReference) { run_suite<frugal::lru_policy>(kind::lru); }
-TEST(CachePolicies, LfuMatchesReference) { run_suite<frugal::lfu_policy>(kind::lfu); }
-TEST(CachePolicies, LfudaMatchesReference) { run_suite<frugal::lfuda_policy>(kind::lfuda); }
-TEST(CachePolicies, GdsfMatchesReference) { run_suite<frugal::gdsf_policy>(kind::gdsf); }
-TEST(CachePolicies, WTinyLfuMatchesReference) { run_suite<frugal::wtinylfu_policy<exact_sketch>>(kind::wtinylfu); }
+TEST(CachePolicies, LruMatchesReference) { run_suite<frugal::cache::lru_policy>(kind::lru); }
+TEST(CachePolicies, LfuMatchesReference) { run_suite<frugal::cache::lfu_policy>(kind::lfu); }
+TEST(CachePolicies, LfudaMatchesReference) { run_suite<frugal::cache::lfuda_policy>(kind::lfuda); }
+TEST(CachePolicies, GdsfMatchesReference) { run_suite<frugal::cache::gdsf_policy>(kind::gdsf); }
+TEST(CachePolicies, WTinyLfuMatchesReference) { run_suite<frugal::cache::wtinylfu_policy<exact_sketch>>(kind::wtinylfu); }
 
 TEST(CacheCore, PinnedEntrySurvivesPressureAndExhaustionRefuses) {
-    frugal::lru_cache<int, int> c(3);
+    frugal::cache::lru_cache<int, int> c(3);
     for (int k = 0; k < 3; ++k) c.put(k, k);
     ASSERT_NE(c.pin(0), nullptr);
     ASSERT_NE(c.pin(0), nullptr);  // reference counted
@@ -341,7 +341,7 @@ TEST(CacheCore, PinnedEntrySurvivesPressureAndExhaustionRefuses) {
 
 TEST(CacheCore, ByteBudgetWithObjectsLargerThanTheBudget) {
     auto weigh = [](const int&, const std::string& s) { return s.size(); };
-    frugal::lru_cache<int, std::string, decltype(weigh)> c(10, weigh);
+    frugal::cache::lru_cache<int, std::string, decltype(weigh)> c(10, weigh);
     EXPECT_EQ(c.put(1, std::string(4, 'a')), put_result::inserted);
     EXPECT_EQ(c.put(2, std::string(5, 'b')), put_result::inserted);
     EXPECT_EQ(c.put(3, std::string(11, 'c')), put_result::rejected);  // alone exceeds the budget
@@ -357,7 +357,7 @@ TEST(CacheCore, ByteBudgetWithObjectsLargerThanTheBudget) {
 TEST(CacheCore, ReplacingAValueKeepsItsFrequency) {
     // a: 4 accesses, b: 2. Replacing a's value is a fifth access, not a fresh entry with one:
     // the next insertion evicts b (an LFU that forgot a's history would evict a).
-    frugal::lfu_cache<char, int> c(2);
+    frugal::cache::lfu_cache<char, int> c(2);
     c.put('a', 1);
     for (int i = 0; i < 3; ++i) (void)c.get('a');
     c.put('b', 1);
@@ -371,7 +371,7 @@ TEST(CacheCore, ReplacingAValueKeepsItsFrequency) {
 
 TEST(CacheCore, StatisticsCountHitsMissesAndBytes) {
     auto weigh = [](const int&, const int& v) { return static_cast<std::size_t>(v); };
-    frugal::lfu_cache<int, int, decltype(weigh)> c(100, weigh);
+    frugal::cache::lfu_cache<int, int, decltype(weigh)> c(100, weigh);
     c.put(1, 7);
     (void)c.get(1);
     (void)c.get(1);
@@ -388,10 +388,10 @@ TEST(CacheCore, StatisticsCountHitsMissesAndBytes) {
 }
 
 TEST(CacheCore, StdUnorderedMapIndexBehavesLikeTheIntrusiveOne) {
-    frugal::lru_cache<std::string, int, frugal::unit_weigher, std::hash<std::string>, std::equal_to<std::string>,
-                      frugal::map_index<std::unordered_map>>
+    frugal::cache::lru_cache<std::string, int, frugal::cache::unit_weigher, std::hash<std::string>, std::equal_to<std::string>,
+                      frugal::cache::map_index<std::unordered_map>>
         a(5);
-    frugal::lru_cache<std::string, int> b(5);
+    frugal::cache::lru_cache<std::string, int> b(5);
     std::mt19937 rng(3);
     for (int i = 0; i < 2000; ++i) {
         const std::string key = std::to_string(rng() % 12);
@@ -406,17 +406,17 @@ TEST(CacheCore, StdUnorderedMapIndexBehavesLikeTheIntrusiveOne) {
 }
 
 TEST(CacheCore, ShrinkingTheCapacityEvicts) {
-    frugal::lru_cache<int, int> c(10);
+    frugal::cache::lru_cache<int, int> c(10);
     for (int k = 0; k < 10; ++k) c.put(k, k);
     c.set_capacity(4);
     EXPECT_EQ(c.size(), 4u);
     for (int k = 6; k < 10; ++k) EXPECT_TRUE(c.contains(k));
     EXPECT_THROW(c.set_capacity(0), frugal::invalid_argument);
-    EXPECT_THROW((frugal::lru_cache<int, int>(0)), frugal::invalid_argument);
+    EXPECT_THROW((frugal::cache::lru_cache<int, int>(0)), frugal::invalid_argument);
 }
 
 TEST(CountMinSketch, NeverUnderestimatesBeforeHalvingAndHalves) {
-    frugal::count_min_sketch s(1024);
+    frugal::cache::count_min_sketch s(1024);
     std::map<std::size_t, unsigned> truth;
     std::mt19937_64 rng(5);
     for (int i = 0; i < 5000; ++i) {  // below the 10 x 1024 reset period
@@ -437,8 +437,8 @@ TEST(CountMinSketch, NeverUnderestimatesBeforeHalvingAndHalves) {
 
 TEST(WTinyLfu, ResistsACyclicScanLargerThanTheCache) {
     // A loop over 1000 keys with 500 entries: LRU never hits; W-TinyLFU keeps its main region.
-    frugal::wtinylfu_cache<int, int> t(500);
-    frugal::lru_cache<int, int> l(500);
+    frugal::cache::wtinylfu_cache<int, int> t(500);
+    frugal::cache::lru_cache<int, int> l(500);
     for (int pass = 0; pass < 20; ++pass)
         for (int k = 0; k < 1000; ++k) {
             if (t.get(k) == nullptr) t.put(k, k);
@@ -451,7 +451,7 @@ TEST(WTinyLfu, ResistsACyclicScanLargerThanTheCache) {
 TEST(WTinyLfu, AdaptiveWindowFollowsTheHillClimbingRule) {
     // Capacity 100: samples of 1000 requests (hits, or admissions after a miss), steps of 6.25
     // entries. The expected window sizes follow the documented rule by hand.
-    frugal::basic_cache<int, int, frugal::adaptive_wtinylfu_policy> c(100);
+    frugal::cache::basic_cache<int, int, frugal::cache::adaptive_wtinylfu_policy> c(100);
     int next = 1000;
     auto sample = [&](int hits_per_2) {  // 1000 requests, hits_per_2 of every 2 are hits of key 0
         for (int i = 0; i < 1000; ++i) {

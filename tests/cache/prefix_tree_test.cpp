@@ -18,7 +18,7 @@
 namespace {
 
 using seq = std::vector<int>;
-using value = frugal::chunk_value<int>;
+using value = frugal::cache::chunk_value<int>;
 
 template <class Policy>
 class reference_tree {
@@ -113,7 +113,7 @@ private:
 };
 
 template <class Policy>
-std::map<seq, int> contents_of(frugal::prefix_tree<int, int, Policy>& tree, const std::vector<seq>& candidates) {
+std::map<seq, int> contents_of(frugal::cache::prefix_tree<int, int, Policy>& tree, const std::vector<seq>& candidates) {
     std::map<seq, int> c;
     for (const auto& s : candidates) {
         auto m = tree.match(s);
@@ -127,14 +127,14 @@ std::map<seq, int> contents_of(frugal::prefix_tree<int, int, Policy>& tree, cons
 template <class Policy>
 void run_against_reference(std::uint32_t seed, std::size_t budget = 60, int chunk_ids = 4) {
     SCOPED_TRACE(testing::Message() << "seed " << seed << " budget " << budget);
-    frugal::prefix_tree<int, int, Policy> tree{frugal::memory_budget(budget)};
+    frugal::cache::prefix_tree<int, int, Policy> tree{frugal::memory_budget(budget)};
     reference_tree<Policy> ref(budget);
     std::vector<int> log;
     tree.set_eviction_callback([&](const int&, int& handle, std::size_t) { log.push_back(handle); });
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> chunk(0, chunk_ids - 1), len(1, 6), bytes(1, 12), op(0, 9);
     int next_handle = 0;
-    std::vector<std::pair<typename frugal::prefix_tree<int, int, Policy>::prefix_match, std::vector<seq>>> held;
+    std::vector<std::pair<typename frugal::cache::prefix_tree<int, int, Policy>::prefix_match, std::vector<seq>>> held;
     std::vector<seq> seen;
     for (int step = 0; step < 1500; ++step) {
         seq s(static_cast<std::size_t>(len(rng)));
@@ -182,20 +182,20 @@ void run_against_reference(std::uint32_t seed, std::size_t budget = 60, int chun
 }
 
 TEST(PrefixTree, LfuMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_lfu>(s);
-    run_against_reference<frugal::tree_lfu>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_lfu>(s);
+    run_against_reference<frugal::cache::tree_lfu>(5, 1500, 8);
 }
 TEST(PrefixTree, LruMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_lru>(s);
-    run_against_reference<frugal::tree_lru>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_lru>(s);
+    run_against_reference<frugal::cache::tree_lru>(5, 1500, 8);
 }
 TEST(PrefixTree, GdsfMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::tree_gdsf>(s);
-    run_against_reference<frugal::tree_gdsf>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_gdsf>(s);
+    run_against_reference<frugal::cache::tree_gdsf>(5, 1500, 8);
 }
 
 TEST(PrefixTree, PinnedPrefixSurvivesAndOnlyLeavesAreEvicted) {
-    frugal::prefix_tree<int, int> tree(frugal::memory_budget(10));
+    frugal::cache::prefix_tree<int, int> tree(frugal::memory_budget(10));
     const seq a{1, 2, 3};
     std::vector<value> v{{10, 3}, {11, 3}, {12, 3}};
     ASSERT_EQ(tree.insert(a, v).cached, 3u);
@@ -219,7 +219,7 @@ TEST(PrefixTree, LargeTreeOnHugePageBlocksEvictsInOrderAndKeepsTheRest) {
     // Under LRU with distinct one-chunk sequences, the first 50k inserted are the ones
     // evicted, in insertion order; every other chunk stays findable.
     constexpr int total = 200000, kept = 150000;
-    frugal::prefix_tree<int, int, frugal::tree_lru> tree{frugal::memory_budget(kept)};
+    frugal::cache::prefix_tree<int, int, frugal::cache::tree_lru> tree{frugal::memory_budget(kept)};
     std::vector<int> evicted;
     tree.set_eviction_callback([&](const int& id, int& handle, std::size_t) {
         EXPECT_EQ(id, handle);
@@ -246,7 +246,7 @@ protected:
 };
 
 TEST_F(PrefixTreeFiles, SaveLoadRoundTripsAndCorruptFilesAreClearErrors) {
-    frugal::prefix_tree<int, int> tree(frugal::memory_budget(1000));
+    frugal::cache::prefix_tree<int, int> tree(frugal::memory_budget(1000));
     const std::vector<seq> seqs{{1, 2, 3}, {1, 2, 4}, {5}, {1, 6}};
     int h = 0;
     for (const auto& s : seqs) {
@@ -257,7 +257,7 @@ TEST_F(PrefixTreeFiles, SaveLoadRoundTripsAndCorruptFilesAreClearErrors) {
     const auto file = dir / "index.bin";
     tree.save(file);
     EXPECT_FALSE(std::filesystem::exists(file.string() + ".tmp"));
-    frugal::prefix_tree<int, int> loaded(frugal::memory_budget(1000));
+    frugal::cache::prefix_tree<int, int> loaded(frugal::memory_budget(1000));
     loaded.load(file);
     EXPECT_EQ(loaded.size(), tree.size());
     EXPECT_EQ(loaded.bytes(), tree.bytes());
@@ -266,7 +266,7 @@ TEST_F(PrefixTreeFiles, SaveLoadRoundTripsAndCorruptFilesAreClearErrors) {
     const std::string good = read(file);
     auto expect_corrupt = [&](const std::string& bytes, const char* what) {
         write(dir / "bad.bin", bytes);
-        frugal::prefix_tree<int, int> t(frugal::memory_budget(1000));
+        frugal::cache::prefix_tree<int, int> t(frugal::memory_budget(1000));
         t.insert(seq{9}, std::vector<value>{{99, 1}});
         EXPECT_THROW(t.load(dir / "bad.bin"), frugal::runtime_error) << what;
         EXPECT_EQ(t.size(), 1u) << what << ": a failed load leaves the tree unchanged";
@@ -279,9 +279,9 @@ TEST_F(PrefixTreeFiles, SaveLoadRoundTripsAndCorruptFilesAreClearErrors) {
     magic[0] = 'X';
     expect_corrupt(magic, "bad magic");
     expect_corrupt("", "empty");
-    frugal::prefix_tree<int, int> small(frugal::memory_budget(10));
+    frugal::cache::prefix_tree<int, int> small(frugal::memory_budget(10));
     EXPECT_THROW(small.load(file), frugal::runtime_error) << "over budget";
-    frugal::prefix_tree<int, std::uint64_t> wide(frugal::memory_budget(1000));
+    frugal::cache::prefix_tree<int, std::uint64_t> wide(frugal::memory_budget(1000));
     EXPECT_THROW(wide.load(file), frugal::runtime_error) << "handle size differs";
     EXPECT_THROW(loaded.load(dir / "missing.bin"), frugal::runtime_error);
 }

@@ -38,7 +38,7 @@ template <class Index>
 void lookup_matches_brute_force() {
     constexpr std::size_t dim = 24;
     std::mt19937 rng(11);
-    frugal::semantic_cache<int, std::uint32_t, Index> bank(1000, 0.5, Index(dim));
+    frugal::cache::semantic_cache<int, std::uint32_t, Index> bank(1000, 0.5, Index(dim));
     std::vector<std::vector<float>> stored;
     for (int i = 0; i < 200; ++i) {
         stored.push_back(random_vector(rng, dim));
@@ -69,12 +69,12 @@ void lookup_matches_brute_force() {
     EXPECT_GT(hits, 100);
 }
 
-TEST(SemanticCache, LookupMatchesBruteForceCosine) { lookup_matches_brute_force<frugal::flat_similarity_index<>>(); }
+TEST(SemanticCache, LookupMatchesBruteForceCosine) { lookup_matches_brute_force<frugal::retrieve::flat_similarity_index<>>(); }
 TEST(SemanticCache, EigenScanMatchesBruteForceCosine) { lookup_matches_brute_force<frugal::eigen::flat_similarity_index>(); }
 
 TEST(SemanticCache, ExactTextTauAndEviction) {
     std::mt19937 rng(2);
-    frugal::semantic_cache<std::string> bank(3, 8, 0.99);
+    frugal::cache::semantic_cache<std::string> bank(3, 8, 0.99);
     const auto a = random_vector(rng, 8), b = random_vector(rng, 8);
     const auto id = *bank.insert("what is my flight time", a);
     auto exact = bank.lookup("what is my flight time", b);  // different embedding, same text
@@ -130,8 +130,8 @@ TEST(SemanticCache, ByteBudgetMatchesBruteForceLru) {
         return true;
     };
 
-    frugal::semantic_cache<std::string> bank(frugal::memory_budget(budget), dim, 0.999);
-    std::map<std::string, frugal::semantic_cache<std::string>::entry_id> ids;
+    frugal::cache::semantic_cache<std::string> bank(frugal::memory_budget(budget), dim, 0.999);
+    std::map<std::string, frugal::cache::semantic_cache<std::string>::entry_id> ids;
     std::mt19937 rng(7);
     std::uniform_int_distribution<int> text_of(0, 11), length(0, 420), op(0, 9);
     int refused = 0;
@@ -174,52 +174,52 @@ TEST(SemanticCache, ByteBudgetMatchesBruteForceLru) {
     }
     for (const auto& e : model) EXPECT_TRUE(bank.lookup(e.text, random_vector(rng, dim))) << e.text;
     EXPECT_GT(refused, 10) << "answers up to 420 and 840 bytes: some entries exceed the 400-byte budget";
-    EXPECT_GT(bank.stats().evicted(frugal::eviction_reason::capacity), 100u);
+    EXPECT_GT(bank.stats().evicted(frugal::cache::eviction_reason::capacity), 100u);
 }
 
 TEST(PerCacheScheduler, PopulationStrategyFollowsTheCutoff) {
-    EXPECT_EQ(frugal::choose_population(0.90, 0.88), frugal::population_strategy::prefill_only);
-    EXPECT_EQ(frugal::choose_population(0.85, 0.88), frugal::population_strategy::prefill_and_decode);
-    EXPECT_EQ(frugal::choose_population(0.88, 0.88), frugal::population_strategy::prefill_and_decode);
-    EXPECT_THROW((void)frugal::choose_population(NAN, 0.88), frugal::invalid_argument);
+    EXPECT_EQ(frugal::cache::choose_population(0.90, 0.88), frugal::cache::population_strategy::prefill_only);
+    EXPECT_EQ(frugal::cache::choose_population(0.85, 0.88), frugal::cache::population_strategy::prefill_and_decode);
+    EXPECT_EQ(frugal::cache::choose_population(0.88, 0.88), frugal::cache::population_strategy::prefill_and_decode);
+    EXPECT_THROW((void)frugal::cache::choose_population(NAN, 0.88), frugal::invalid_argument);
 }
 
 TEST(PerCacheScheduler, ConversionAndRefreshWorkLists) {
-    using bank_type = frugal::semantic_cache<std::string, std::uint32_t>;
+    using bank_type = frugal::cache::semantic_cache<std::string, std::uint32_t>;
     bank_type bank(10, 2, 0.9);
     const std::vector<float> x{1, 0}, y{0, 1}, xy{1, 1};
     const auto q0 = *bank.insert("q0", x, std::nullopt, {1, 2}, 0.8f);
     const auto q1 = *bank.insert("q1", y, std::string("a1"), {1, 3}, 0.95f);
     const auto q2 = *bank.insert("q2", xy, std::nullopt, {4}, 2.0f);
-    EXPECT_EQ(frugal::decode_worklist(bank), (std::vector<bank_type::entry_id>{q0, q2}));
+    EXPECT_EQ(frugal::cache::decode_worklist(bank), (std::vector<bank_type::entry_id>{q0, q2}));
 
     // Knowledge bank holds chunk sequence {1, 2} only, 10 of 16 bytes used, 4 bytes per chunk.
-    frugal::prefix_tree<std::uint32_t, int> tree(frugal::memory_budget(16));
+    frugal::cache::prefix_tree<std::uint32_t, int> tree(frugal::memory_budget(16));
     tree.insert(std::vector<std::uint32_t>{1, 2},
-                std::vector<frugal::chunk_value<int>>{{0, 5}, {1, 5}});
+                std::vector<frugal::cache::chunk_value<int>>{{0, 5}, {1, 5}});
     auto bytes = [](std::uint32_t) { return 4; };
     // q0 is complete; q1 misses chunk 3 (4 bytes), q2 misses chunk 4 (4 bytes): 6 free bytes.
-    EXPECT_EQ(frugal::reprefill_worklist(bank, tree, bytes), (std::vector<bank_type::entry_id>{q1}));
+    EXPECT_EQ(frugal::cache::reprefill_worklist(bank, tree, bytes), (std::vector<bank_type::entry_id>{q1}));
     tree.set_budget(frugal::memory_budget(18));
-    EXPECT_EQ(frugal::reprefill_worklist(bank, tree, bytes), (std::vector<bank_type::entry_id>{q1, q2}));
+    EXPECT_EQ(frugal::cache::reprefill_worklist(bank, tree, bytes), (std::vector<bank_type::entry_id>{q1, q2}));
 
     // A new chunk along x: cosine 1 with q0 (> 0.8), 0 with q1, 0.707 with q2 (< 2).
     const std::vector<float> chunks{3, 0, 0, -2};
-    EXPECT_EQ(frugal::refresh_worklist(bank, frugal::matrix_view<const float>(chunks.data(), 2, 2)),
+    EXPECT_EQ(frugal::cache::refresh_worklist(bank, frugal::matrix_view<const float>(chunks.data(), 2, 2)),
               (std::vector<bank_type::entry_id>{q0}));
 
     std::vector<std::string> populated;
-    const auto n = frugal::populate_predicted(
+    const auto n = frugal::cache::populate_predicted(
         [](std::size_t stride) { return std::vector<std::string>(stride + 2, "p"); }, 3,
-        frugal::population_strategy::prefill_only,
-        [&](const std::string& q, frugal::population_strategy s) {
-            EXPECT_EQ(s, frugal::population_strategy::prefill_only);
+        frugal::cache::population_strategy::prefill_only,
+        [&](const std::string& q, frugal::cache::population_strategy s) {
+            EXPECT_EQ(s, frugal::cache::population_strategy::prefill_only);
             populated.push_back(q);
         });
     EXPECT_EQ(n, 3u);
     EXPECT_EQ(populated.size(), 3u);
-    EXPECT_THROW(frugal::populate_predicted([](std::size_t) { return std::vector<int>{}; }, 0,
-                                            frugal::population_strategy::prefill_only, [](int, auto) {}),
+    EXPECT_THROW(frugal::cache::populate_predicted([](std::size_t) { return std::vector<int>{}; }, 0,
+                                            frugal::cache::population_strategy::prefill_only, [](int, auto) {}),
                  frugal::invalid_argument);
 }
 

@@ -19,9 +19,9 @@ std::uint64_t value_of(std::uint64_t key) { return key * 2654435761u + 17; }
 
 template <class Cache>
 void hammer() {
-    frugal::sharded_cache<Cache> cache(1000, 8);
+    frugal::cache::sharded_cache<Cache> cache(1000, 8);
     std::atomic<std::uint64_t> evicted{0};
-    cache.set_eviction_callback([&](const std::uint64_t& k, std::uint64_t& v, frugal::eviction_reason) {
+    cache.set_eviction_callback([&](const std::uint64_t& k, std::uint64_t& v, frugal::cache::eviction_reason) {
         EXPECT_EQ(v, value_of(k));
         evicted.fetch_add(1, std::memory_order_relaxed);
     });
@@ -61,26 +61,26 @@ void hammer() {
     EXPECT_LE(cache.size(), 1000u);
     // New keys in = keys present + keys out (replacements swap a value in place; unit weights
     // and short pins never reject a newcomer).
-    EXPECT_EQ(st.evicted(frugal::eviction_reason::rejected), 0u);
-    EXPECT_EQ(st.insertions, cache.size() + st.evicted(frugal::eviction_reason::capacity) +
-                                 st.evicted(frugal::eviction_reason::erased));
-    EXPECT_EQ(evicted.load(), st.evicted(frugal::eviction_reason::capacity) + st.evicted(frugal::eviction_reason::erased) +
-                                  st.evicted(frugal::eviction_reason::replaced));
+    EXPECT_EQ(st.evicted(frugal::cache::eviction_reason::rejected), 0u);
+    EXPECT_EQ(st.insertions, cache.size() + st.evicted(frugal::cache::eviction_reason::capacity) +
+                                 st.evicted(frugal::cache::eviction_reason::erased));
+    EXPECT_EQ(evicted.load(), st.evicted(frugal::cache::eviction_reason::capacity) + st.evicted(frugal::cache::eviction_reason::erased) +
+                                  st.evicted(frugal::cache::eviction_reason::replaced));
 }
 
-TEST(ShardedCache, ConcurrentLru) { hammer<frugal::lru_cache<std::uint64_t, std::uint64_t>>(); }
-TEST(ShardedCache, ConcurrentLfu) { hammer<frugal::lfu_cache<std::uint64_t, std::uint64_t>>(); }
+TEST(ShardedCache, ConcurrentLru) { hammer<frugal::cache::lru_cache<std::uint64_t, std::uint64_t>>(); }
+TEST(ShardedCache, ConcurrentLfu) { hammer<frugal::cache::lfu_cache<std::uint64_t, std::uint64_t>>(); }
 
 TEST(ShardedCache, SplitsCapacityAndRejectsBadShapes) {
-    frugal::sharded_cache<frugal::lru_cache<int, int>> c(10, 3);
+    frugal::cache::sharded_cache<frugal::cache::lru_cache<int, int>> c(10, 3);
     for (int k = 0; k < 1000; ++k) c.put(k, k);
     EXPECT_EQ(c.size(), 10u);
     EXPECT_EQ(c.shard_count(), 3u);
     int seen = 0;
     for (int k = 0; k < 1000; ++k) seen += c.visit(k, [&](int& v) { EXPECT_EQ(v, k); });
     EXPECT_EQ(seen, 10);
-    EXPECT_THROW((frugal::sharded_cache<frugal::lru_cache<int, int>>(2, 3)), frugal::invalid_argument);
-    EXPECT_THROW((frugal::sharded_cache<frugal::lru_cache<int, int>>(2, 0)), frugal::invalid_argument);
+    EXPECT_THROW((frugal::cache::sharded_cache<frugal::cache::lru_cache<int, int>>(2, 3)), frugal::invalid_argument);
+    EXPECT_THROW((frugal::cache::sharded_cache<frugal::cache::lru_cache<int, int>>(2, 0)), frugal::invalid_argument);
 }
 
 }  // namespace

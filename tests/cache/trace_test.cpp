@@ -17,7 +17,7 @@
 namespace {
 
 std::uint64_t lru_hits(const std::vector<frugal::bench::trace_request>& trace, std::size_t capacity) {
-    frugal::lru_cache<std::uint64_t, char> c(capacity);
+    frugal::cache::lru_cache<std::uint64_t, char> c(capacity);
     for (const auto& r : trace)
         if (c.get(r.key) == nullptr) c.put(r.key, 'x');
     return c.stats().hits;

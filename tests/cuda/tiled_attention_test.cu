@@ -11,8 +11,8 @@
 
 namespace {
 
-using frugal::attention_mask;
-using frugal::heads_view;
+using frugal::attention::attention_mask;
+using frugal::attention::heads_view;
 using frugal::testing::ref_mask;
 
 struct gpu_case {
@@ -36,9 +36,9 @@ TEST(CudaTiledAttention, MatchesFloat64OnTheDevice) {
         dq.copy_from_host(q);
         dk.copy_from_host(k);
         dv.copy_from_host(v);
-        const frugal::attention_shape sh{.q_heads = c.hq, .kv_heads = c.hkv, .q_len = c.sq, .kv_len = c.skv,
+        const frugal::attention::attention_shape sh{.q_heads = c.hq, .kv_heads = c.hkv, .q_len = c.sq, .kv_len = c.skv,
                                          .head_dim = c.d};
-        const auto plan = frugal::tiled_attention::plan(sh, {.mask = c.mask}, frugal::memory_budget::mib(1));
+        const auto plan = frugal::attention::tiled::plan(sh, {.mask = c.mask}, frugal::memory_budget::mib(1));
         frugal::cuda::run_tiled_attention(
             plan, heads_view<const float>::head_major(dq.data(), c.hq, c.sq, c.d),
             heads_view<const float>::head_major(dk.data(), c.hkv, c.skv, c.d),
@@ -60,8 +60,8 @@ TEST(CudaTiledAttention, MatchesFloat64OnTheDevice) {
 
 TEST(CudaTiledAttention, RejectsBadViewsBeforeLaunching) {
     // Runs without a GPU: validation happens on the host before any CUDA call.
-    const frugal::attention_shape sh{.q_heads = 2, .kv_heads = 1, .q_len = 8, .kv_len = 8, .head_dim = 300};
-    const auto plan = frugal::tiled_attention::plan(sh, {}, frugal::memory_budget::mib(1));
+    const frugal::attention::attention_shape sh{.q_heads = 2, .kv_heads = 1, .q_len = 8, .kv_len = 8, .head_dim = 300};
+    const auto plan = frugal::attention::tiled::plan(sh, {}, frugal::memory_budget::mib(1));
     std::vector<float> buf(2 * 8 * 300);
     const auto q = heads_view<const float>::head_major(buf.data(), 2, 8, 300);
     const auto kv = heads_view<const float>::head_major(buf.data(), 1, 8, 300);

@@ -15,7 +15,7 @@
 #include <frugal/draft/drafter.hpp>
 #include <frugal/draft/history.hpp>
 #include <frugal/draft/calibration.hpp>
-#include <frugal/draft/ngram.hpp>
+#include <frugal/sim/prompt_lookup.hpp>
 #include <frugal/draft/reuse.hpp>
 #include <frugal/draft/verify.hpp>
 
@@ -26,6 +26,7 @@
 namespace {
 
 using namespace frugal::draft;
+using frugal::sim::prompt_lookup_draft;
 
 std::vector<int> v(std::span<const int> s) { return {s.begin(), s.end()}; }
 

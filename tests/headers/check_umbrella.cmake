@@ -1,16 +1,19 @@
 # Fails when frugal.hpp includes, directly or through frugal headers, anything under
-# frugal/backend/ or Eigen, xsimd or CUDA headers; and when a core/module header is missing
-# from the umbrella.
+# frugal/backend/ or frugal/sim/ or Eigen, xsimd or CUDA headers; and when a core/module
+# header is missing from the umbrella.
 file(STRINGS "${HEADER}" lines REGEX "^#include")
 set(missing "")
 file(GLOB_RECURSE all RELATIVE "${ROOT}" "${ROOT}/frugal/*.hpp")
 foreach(h IN LISTS all)
-  if(h MATCHES "^frugal/backend/" OR h STREQUAL "frugal/frugal.hpp")
+  if(h MATCHES "^frugal/(backend|sim)/" OR h STREQUAL "frugal/frugal.hpp")
     continue()
   endif()
   file(READ "${ROOT}/${h}" text)
   if(text MATCHES "#include <(Eigen|xsimd|cuda)")
     message(FATAL_ERROR "${h} is reachable from frugal.hpp but includes a backend header")
+  endif()
+  if(text MATCHES "#include \"frugal/(backend|sim)/")
+    message(FATAL_ERROR "${h} is reachable from frugal.hpp but includes ${CMAKE_MATCH_0}")
   endif()
   string(FIND "${lines}" "\"${h}\"" at)
   if(at EQUAL -1)
@@ -21,7 +24,7 @@ if(missing)
   message(FATAL_ERROR "frugal.hpp does not include: ${missing}")
 endif()
 foreach(l IN LISTS lines)
-  if(l MATCHES "backend/")
-    message(FATAL_ERROR "frugal.hpp includes a backend header: ${l}")
+  if(l MATCHES "(backend|sim)/")
+    message(FATAL_ERROR "frugal.hpp includes a backend or lab header: ${l}")
   endif()
 endforeach()

@@ -12,6 +12,7 @@
 
 #include <frugal/prune/cluster_pruner.hpp>
 #include <frugal/prune/progressive_selection.hpp>
+#include <frugal/sim/margin_pruner.hpp>
 
 // Counts allocations while `counting` is set (the steady-state test below).
 namespace {
@@ -36,7 +37,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-using frugal::route;
+using frugal::prune::route;
 
 // Section 4.5 before layer 10: two clear winners, sixteen mid candidates, two hopeless ones.
 std::vector<float> working_example_layer9() {
@@ -49,7 +50,7 @@ std::vector<float> working_example_layer9() {
 
 TEST(ClusterPruner, WorkingExampleFirstDecisionSelectsTwoDropsTwo) {
     const auto s = working_example_layer9();
-    frugal::cluster_pruner pruner({.threshold = 0.3, .confirmations = 0});
+    frugal::prune::cluster_pruner pruner({.threshold = 0.3, .confirmations = 0});
     std::vector<route> routes(s.size());
     const auto step = pruner.decide(s, 10, routes);
     EXPECT_TRUE(step.triggered);
@@ -67,8 +68,8 @@ TEST(ClusterPruner, WorkingExampleFirstDecisionSelectsTwoDropsTwo) {
 }
 
 TEST(ClusterPruner, WorkingExampleEndToEndTerminatesAfterLayerEleven) {
-    frugal::cluster_pruner pruner({.threshold = 0.3, .confirmations = 0});
-    frugal::progressive_selection sel(pruner, 20, 10);
+    frugal::prune::cluster_pruner pruner({.threshold = 0.3, .confirmations = 0});
+    frugal::prune::progressive_selection sel(pruner, 20, 10);
     // before layer 10
     auto step = sel.observe(working_example_layer9());
     EXPECT_EQ(sel.active().size(), 16u);
@@ -95,7 +96,7 @@ TEST(ClusterPruner, WorkingExampleEndToEndTerminatesAfterLayerEleven) {
 
 TEST(ClusterPruner, ExactModeOnlyDropsHopelessCandidates) {
     const auto s = working_example_layer9();
-    frugal::cluster_pruner pruner({.threshold = 0.3, .mode = frugal::ranking_mode::exact, .confirmations = 0});
+    frugal::prune::cluster_pruner pruner({.threshold = 0.3, .mode = frugal::prune::ranking_mode::exact, .confirmations = 0});
     std::vector<route> routes(s.size());
     const auto step = pruner.decide(s, 10, routes);
     EXPECT_EQ(step.selected, 0u);
@@ -105,7 +106,7 @@ TEST(ClusterPruner, ExactModeOnlyDropsHopelessCandidates) {
     EXPECT_EQ(routes[0], route::deferred);
     EXPECT_EQ(routes[19], route::dropped);
     // the final ranking comes from final scores of the survivors, in exact order
-    frugal::progressive_selection sel(pruner, 20, 3);
+    frugal::prune::progressive_selection sel(pruner, 20, 3);
     sel.observe(s);
     std::vector<float> final_scores(sel.active().size());
     for (std::size_t i = 0; i < final_scores.size(); ++i) final_scores[i] = float(sel.active()[i]);  // id order
@@ -114,20 +115,20 @@ TEST(ClusterPruner, ExactModeOnlyDropsHopelessCandidates) {
 
 TEST(ClusterPruner, BelowThresholdDefersEverything) {
     const auto s = working_example_layer9();
-    frugal::cluster_pruner pruner({.threshold = 100.0});
+    frugal::prune::cluster_pruner pruner({.threshold = 100.0});
     std::vector<route> routes(s.size());
     const auto step = pruner.decide(s, 10, routes);
     EXPECT_FALSE(step.triggered);
     EXPECT_EQ(step.deferred, 20u);
     EXPECT_TRUE(std::all_of(routes.begin(), routes.end(), [](route r) { return r == route::deferred; }));
-    frugal::cluster_pruner never({.threshold = std::numeric_limits<double>::infinity()});
+    frugal::prune::cluster_pruner never({.threshold = std::numeric_limits<double>::infinity()});
     EXPECT_FALSE(never.decide(s, 10, routes).triggered);
 }
 
 TEST(ClusterPruner, TerminatesWhenBoundaryClusterFillsTheSlots) {
     // three winners exactly: the boundary cluster is the winners' cluster
     std::vector<float> s = {0.1f, 0.9f, 0.12f, 0.91f, 0.11f, 0.92f, 0.13f};
-    frugal::cluster_pruner pruner({.threshold = 0.1, .confirmations = 0});
+    frugal::prune::cluster_pruner pruner({.threshold = 0.1, .confirmations = 0});
     std::vector<route> routes(s.size());
     const auto step = pruner.decide(s, 3, routes);
     EXPECT_TRUE(step.done);
@@ -148,8 +149,8 @@ TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
     // one evenly spread group (BIC keeps it whole): nothing is routed by clusters, but the
     // top three stay the same; with patience 2 the third triggered decision terminates.
     const std::vector<float> s = {0.30f, 0.45f, 0.35f, 0.50f, 0.40f, 0.55f};
-    frugal::cluster_pruner pruner({.threshold = 0.1, .patience = 2, .confirmations = 0});
-    frugal::progressive_selection sel(pruner, 6, 3);
+    frugal::prune::cluster_pruner pruner({.threshold = 0.1, .patience = 2, .confirmations = 0});
+    frugal::prune::progressive_selection sel(pruner, 6, 3);
     auto step = sel.observe(s);
     EXPECT_TRUE(step.triggered);
     EXPECT_EQ(step.deferred, 6u);
@@ -163,10 +164,10 @@ TEST(ClusterPruner, RankStabilityTerminatesAStableBoundaryGroup) {
     std::sort(top.begin(), top.end());
     EXPECT_EQ(top, (std::vector<std::size_t>{1, 3, 5}));
     // a change of the top set restarts the count; patience 0 never uses stability
-    frugal::cluster_pruner paper({.threshold = 0.1, .patience = 0, .confirmations = 0});
+    frugal::prune::cluster_pruner paper({.threshold = 0.1, .patience = 0, .confirmations = 0});
     std::vector<route> routes(6);
     for (int i = 0; i < 5; ++i) EXPECT_FALSE(paper.decide(s, 3, routes).done);
-    frugal::cluster_pruner restart({.threshold = 0.1, .patience = 2, .confirmations = 0});
+    frugal::prune::cluster_pruner restart({.threshold = 0.1, .patience = 2, .confirmations = 0});
     std::vector<float> swapped = s;
     std::swap(swapped[0], swapped[5]);
     EXPECT_FALSE(restart.decide(s, 3, routes).done);
@@ -183,8 +184,8 @@ TEST(ClusterPruner, RankStabilityCountsEveryDecisionAfterTheFirstFiring) {
     const std::vector<float> s = {0.30f, 0.45f, 0.35f, 0.50f, 0.40f, 0.55f};
     const std::vector<float> close = {0.500f, 0.515f, 0.505f, 0.520f, 0.510f, 0.525f};
     std::vector<route> routes(6);
-    frugal::cluster_pruner pruner({.threshold = 0.1, .patience = 2, .lead_over_change = 0.0, .confirmations = 0});
-    ASSERT_LT(frugal::dispersion(std::span<const float>(close), frugal::dispersion_measure::cv), 0.1);
+    frugal::prune::cluster_pruner pruner({.threshold = 0.1, .patience = 2, .lead_over_change = 0.0, .confirmations = 0});
+    ASSERT_LT(frugal::prune::dispersion(std::span<const float>(close), frugal::prune::dispersion_measure::cv), 0.1);
     // before any firing, calm decisions do not count
     for (int i = 0; i < 4; ++i) EXPECT_FALSE(pruner.decide(close, 3, routes).done);
     EXPECT_TRUE(pruner.decide(s, 3, routes).triggered);  // fires: count 1
@@ -208,7 +209,7 @@ TEST(ClusterPruner, RankStabilityCountsOnlyALeadThatTheScoresMovesCannotOverturn
         {-0.10f, 0.60f, 0.30f, 0.70f, 0.50f, 0.80f},
     };
     const auto decisions_until_done = [&](double lead_over_change) {
-        frugal::cluster_pruner pruner(
+        frugal::prune::cluster_pruner pruner(
             {.threshold = 0.0, .clusters = 1, .patience = 2, .lead_over_change = lead_over_change, .confirmations = 0});
         std::vector<route> routes(6);
         for (std::size_t d = 0; d < pools.size(); ++d) {
@@ -232,7 +233,7 @@ TEST(ClusterPruner, ConfirmationsWaitForTheTriggerToHoldOnConsecutiveDecisions) 
     const std::vector<float> bundled(20, 0.5f);    // dispersion 0
     std::vector<route> routes(20);
     // default: one confirmation; the first crossing routes nothing, the second routes as the paper
-    frugal::cluster_pruner pruner({.threshold = 0.3});
+    frugal::prune::cluster_pruner pruner({.threshold = 0.3});
     EXPECT_EQ(pruner.options().confirmations, 1u);
     auto step = pruner.decide(spread, 10, routes);
     EXPECT_GT(step.dispersion, 0.3);
@@ -250,7 +251,7 @@ TEST(ClusterPruner, ConfirmationsWaitForTheTriggerToHoldOnConsecutiveDecisions) 
     pruner.reset();
     EXPECT_FALSE(pruner.decide(spread, 10, routes).triggered);
     // two confirmations: the third consecutive crossing acts
-    frugal::cluster_pruner twice({.threshold = 0.3, .confirmations = 2});
+    frugal::prune::cluster_pruner twice({.threshold = 0.3, .confirmations = 2});
     EXPECT_FALSE(twice.decide(spread, 10, routes).triggered);
     EXPECT_FALSE(twice.decide(spread, 10, routes).triggered);
     EXPECT_TRUE(twice.decide(spread, 10, routes).triggered);
@@ -266,7 +267,7 @@ TEST(ClusterPruner, SteadyStateDecisionsAllocateNothing) {
         pools.emplace_back(100 - 10 * std::size_t(p % 3));
         for (std::size_t i = 0; i < pools.back().size(); ++i) pools.back()[i] = 0.15f + 0.2f * float(i % 4) + normal(rng);
     }
-    frugal::cluster_pruner pruner({.threshold = 0.1, .confirmations = 0});
+    frugal::prune::cluster_pruner pruner({.threshold = 0.1, .confirmations = 0});
     std::vector<route> routes(100);
     (void)pruner.decide(pools[0], 10, routes);  // warm-up at the largest size
     std::size_t triggered = 0;
@@ -282,10 +283,10 @@ TEST(ClusterPruner, SteadyStateDecisionsAllocateNothing) {
 }
 
 TEST(ClusterPruner, RejectsBadInput) {
-    EXPECT_THROW(frugal::cluster_pruner({.threshold = -0.1}), frugal::invalid_argument);
-    EXPECT_THROW(frugal::cluster_pruner({.threshold = std::numeric_limits<double>::quiet_NaN()}),
+    EXPECT_THROW(frugal::prune::cluster_pruner({.threshold = -0.1}), frugal::invalid_argument);
+    EXPECT_THROW(frugal::prune::cluster_pruner({.threshold = std::numeric_limits<double>::quiet_NaN()}),
                  frugal::invalid_argument);
-    frugal::cluster_pruner pruner({.threshold = 0.1});
+    frugal::prune::cluster_pruner pruner({.threshold = 0.1});
     std::vector<float> s = {0.1f, 0.5f, 0.9f};
     std::vector<route> routes(3);
     EXPECT_THROW(pruner.decide(s, 0, routes), frugal::invalid_argument);  // K = 0
@@ -298,32 +299,32 @@ TEST(ClusterPruner, RejectsBadInput) {
         s[1] = bad;
         EXPECT_THROW(pruner.decide(s, 1, routes), frugal::invalid_argument);
     }
-    EXPECT_THROW(frugal::cluster_pruner({.lead_over_change = -0.5}), frugal::invalid_argument);
-    EXPECT_THROW(frugal::cluster_pruner({.lead_over_change = std::numeric_limits<double>::infinity()}),
+    EXPECT_THROW(frugal::prune::cluster_pruner({.lead_over_change = -0.5}), frugal::invalid_argument);
+    EXPECT_THROW(frugal::prune::cluster_pruner({.lead_over_change = std::numeric_limits<double>::infinity()}),
                  frugal::invalid_argument);
-    EXPECT_THROW(frugal::margin_pruner(-1.0), frugal::invalid_argument);
-    EXPECT_THROW(frugal::progressive_selection(pruner, 0, 1), frugal::invalid_argument);
-    EXPECT_THROW(frugal::progressive_selection(pruner, 5, 0), frugal::invalid_argument);
-    EXPECT_THROW(frugal::progressive_selection(pruner, 5, 6), frugal::invalid_argument);
-    frugal::progressive_selection sel(pruner, 3, 1);
+    EXPECT_THROW(frugal::sim::margin_pruner(-1.0), frugal::invalid_argument);
+    EXPECT_THROW(frugal::prune::progressive_selection(pruner, 0, 1), frugal::invalid_argument);
+    EXPECT_THROW(frugal::prune::progressive_selection(pruner, 5, 0), frugal::invalid_argument);
+    EXPECT_THROW(frugal::prune::progressive_selection(pruner, 5, 6), frugal::invalid_argument);
+    frugal::prune::progressive_selection sel(pruner, 3, 1);
     EXPECT_THROW(sel.observe(std::vector<float>{0.1f, 0.2f}), frugal::invalid_argument);
 }
 
 TEST(MarginPruner, RoutesByAbsoluteGap) {
     // K = 2: the K-th score is 0.8, the first outside is 0.65.
     const std::vector<float> s = {0.9f, 0.8f, 0.5f, 0.65f, 0.1f};
-    frugal::margin_pruner wide(0.2);  // selected: s > 0.85; dropped: s < 0.6
+    frugal::sim::margin_pruner wide(0.2);  // selected: s > 0.85; dropped: s < 0.6
     std::vector<route> routes(s.size());
     auto step = wide.decide(s, 2, routes);
     EXPECT_EQ(routes, (std::vector<route>{route::selected, route::deferred, route::dropped, route::deferred,
                                           route::dropped}));
     EXPECT_FALSE(step.done);
-    frugal::margin_pruner narrow(0.1);  // selected: s > 0.75; dropped: s < 0.7
+    frugal::sim::margin_pruner narrow(0.1);  // selected: s > 0.75; dropped: s < 0.7
     step = narrow.decide(s, 2, routes);
     EXPECT_EQ(routes, (std::vector<route>{route::selected, route::selected, route::dropped, route::dropped,
                                           route::dropped}));
     EXPECT_TRUE(step.done);
-    frugal::margin_pruner exact(0.2, frugal::ranking_mode::exact);
+    frugal::sim::margin_pruner exact(0.2, frugal::prune::ranking_mode::exact);
     exact.decide(s, 2, routes);
     EXPECT_EQ(routes, (std::vector<route>{route::deferred, route::deferred, route::dropped, route::deferred,
                                           route::dropped}));
@@ -334,11 +335,11 @@ struct returns_bool {
     bool decide(std::span<const float>, std::size_t, std::span<route>) { return true; }
 };
 struct wrong_scores {
-    frugal::prune_step decide(std::span<const int>, std::size_t, std::span<route>) { return {}; }
+    frugal::prune::prune_step decide(std::span<const int>, std::size_t, std::span<route>) { return {}; }
 };
-static_assert(frugal::pruning_policy<frugal::cluster_pruner>);
-static_assert(frugal::pruning_policy<frugal::margin_pruner>);
-static_assert(!frugal::pruning_policy<returns_bool>);
-static_assert(!frugal::pruning_policy<wrong_scores>);
+static_assert(frugal::prune::pruning_policy<frugal::prune::cluster_pruner>);
+static_assert(frugal::prune::pruning_policy<frugal::sim::margin_pruner>);
+static_assert(!frugal::prune::pruning_policy<returns_bool>);
+static_assert(!frugal::prune::pruning_policy<wrong_scores>);
 
 }  // namespace

@@ -12,10 +12,11 @@
 
 #include <frugal/prune/dispersion.hpp>
 #include <frugal/prune/kmeans1d.hpp>
+#include <frugal/sim/kmeans1d_lloyd.hpp>
 
 namespace {
 
-using frugal::kmeans1d;
+using frugal::prune::kmeans1d;
 
 // Minimal SSE for each number of non-empty blocks 1..n over ALL set partitions of x
 // (restricted growth strings), not only the contiguous ones the DP considers.
@@ -278,7 +279,7 @@ TEST(Kmeans1d, NeverWorseThanLloydWithTenRestarts) {
         kmeans1d km;
         km.fit(std::span<const float>(x), 8);
         for (std::size_t k = 1; k <= 8; ++k) {
-            const auto lloyd = frugal::kmeans1d_lloyd(std::span<const float>(x), k, 10, 1234 + rep);
+            const auto lloyd = frugal::sim::kmeans1d_lloyd(std::span<const float>(x), k, 10, 1234 + rep);
             EXPECT_LE(km.sse(k), lloyd.sse * (1 + 1e-12) + 1e-9) << "rep " << rep << " k " << k;
         }
     }
@@ -326,40 +327,40 @@ TEST(Kmeans1d, EqualScoresAndBadInput) {
     km.fit(std::span<const float>(same), 10);
     EXPECT_EQ(km.k_max(), 6u);  // capped at the pool size
     EXPECT_THROW((void)km.sse(7), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::kmeans1d_optimal(std::span<const float>(same), 7), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::kmeans1d_lloyd(std::span<const float>(same), 0, 1, 1), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::kmeans1d_optimal(std::span<const float>(same), 7), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::sim::kmeans1d_lloyd(std::span<const float>(same), 0, 1, 1), frugal::invalid_argument);
 }
 
 TEST(Dispersion, CoefficientOfVariationMatchesHandComputedValues) {
     const std::vector<float> x = {1, 2, 3, 4};
-    EXPECT_NEAR(frugal::coefficient_of_variation(std::span<const float>(x)), std::sqrt(1.25) / 2.5, 1e-12);
+    EXPECT_NEAR(frugal::prune::coefficient_of_variation(std::span<const float>(x)), std::sqrt(1.25) / 2.5, 1e-12);
     const std::vector<double> neg = {-1, -2, -3, -4};  // |mean| in the denominator
-    EXPECT_NEAR(frugal::coefficient_of_variation(std::span<const double>(neg)), std::sqrt(1.25) / 2.5, 1e-12);
+    EXPECT_NEAR(frugal::prune::coefficient_of_variation(std::span<const double>(neg)), std::sqrt(1.25) / 2.5, 1e-12);
     const std::vector<double> centred = {-1, 1};  // mean 0: the floor applies
-    EXPECT_NEAR(frugal::coefficient_of_variation(std::span<const double>(centred), 1e-3), 1e3, 1e-9);
-    EXPECT_GT(frugal::coefficient_of_variation(std::span<const double>(centred)), 1e11);
+    EXPECT_NEAR(frugal::prune::coefficient_of_variation(std::span<const double>(centred), 1e-3), 1e3, 1e-9);
+    EXPECT_GT(frugal::prune::coefficient_of_variation(std::span<const double>(centred)), 1e11);
     const std::vector<double> same = {0.3, 0.3, 0.3};
-    EXPECT_EQ(frugal::coefficient_of_variation(std::span<const double>(same)), 0.0);
+    EXPECT_EQ(frugal::prune::coefficient_of_variation(std::span<const double>(same)), 0.0);
 }
 
 TEST(Dispersion, RobustAlternativeIgnoresOneOutlier) {
     const std::vector<double> x = {1, 2, 3, 4, 100};  // median 3, |dev| {2,1,0,1,97}: MAD 1
-    EXPECT_NEAR(frugal::robust_coefficient_of_variation(std::span<const double>(x)), 1.4826 / 3.0, 1e-12);
+    EXPECT_NEAR(frugal::prune::robust_coefficient_of_variation(std::span<const double>(x)), 1.4826 / 3.0, 1e-12);
     const std::vector<double> even = {1, 2, 4, 8};  // median 3, |dev| {2,1,1,5}: MAD 1.5
-    EXPECT_NEAR(frugal::dispersion(std::span<const double>(even), frugal::dispersion_measure::robust_cv),
+    EXPECT_NEAR(frugal::prune::dispersion(std::span<const double>(even), frugal::prune::dispersion_measure::robust_cv),
                 1.4826 * 1.5 / 3.0, 1e-12);
-    EXPECT_GT(frugal::coefficient_of_variation(std::span<const double>(x)), 1.0);
+    EXPECT_GT(frugal::prune::coefficient_of_variation(std::span<const double>(x)), 1.0);
 }
 
 TEST(Dispersion, RejectsBadInput) {
     const std::vector<float> empty;
-    EXPECT_THROW((void)frugal::coefficient_of_variation(std::span<const float>(empty)), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::robust_coefficient_of_variation(std::span<const float>(empty)), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::coefficient_of_variation(std::span<const float>(empty)), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::robust_coefficient_of_variation(std::span<const float>(empty)), frugal::invalid_argument);
     const std::vector<float> nan = {1.0f, std::nanf("")};
-    EXPECT_THROW((void)frugal::coefficient_of_variation(std::span<const float>(nan)), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::robust_coefficient_of_variation(std::span<const float>(nan)), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::coefficient_of_variation(std::span<const float>(nan)), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::robust_coefficient_of_variation(std::span<const float>(nan)), frugal::invalid_argument);
     const std::vector<float> ok = {1.0f, 2.0f};
-    EXPECT_THROW((void)frugal::coefficient_of_variation(std::span<const float>(ok), -1.0), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::coefficient_of_variation(std::span<const float>(ok), -1.0), frugal::invalid_argument);
 }
 
 }  // namespace

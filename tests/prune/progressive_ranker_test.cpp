@@ -35,13 +35,13 @@ struct scripted_model {
     void begin_layer(std::size_t l) { begun.push_back(l); }
     void end_layer(std::size_t l) { ended.push_back(l); }
 };
-static_assert(frugal::progressive_model<scripted_model>);
+static_assert(frugal::prune::progressive_model<scripted_model>);
 struct no_score {
     std::size_t layers() const { return 1; }
     void embed(std::span<const std::size_t>) {}
     void forward(std::size_t, std::span<const std::size_t>) {}
 };
-static_assert(!frugal::progressive_model<no_score>);
+static_assert(!frugal::prune::progressive_model<no_score>);
 
 TEST(ProgressiveRank, PrunesBeforeLayersAndStopsWhenTheTopKIsComplete) {
     // 6 candidates, 4 layers, K = 2. After layer 1 the scores split {0,1} high / rest low:
@@ -49,8 +49,8 @@ TEST(ProgressiveRank, PrunesBeforeLayersAndStopsWhenTheTopKIsComplete) {
     scripted_model m;
     m.table = {{0.5f, 0.52f, 0.9f, 0.9f, 0.9f}, {0.5f, 0.49f, 0.91f, 0.9f, 0.9f}, {0.5f, 0.5f, 0.1f, 0.1f, 0.1f},
                {0.5f, 0.51f, 0.12f, 0.1f, 0.1f}, {0.5f, 0.48f, 0.11f, 0.1f, 0.1f}, {0.5f, 0.5f, 0.09f, 0.1f, 0.1f}};
-    frugal::cluster_pruner pruner({.threshold = 0.5, .confirmations = 0});
-    const auto r = frugal::progressive_rank(m, 6, 2, pruner, {.chunk_size = 4});
+    frugal::prune::cluster_pruner pruner({.threshold = 0.5, .confirmations = 0});
+    const auto r = frugal::prune::progressive_rank(m, 6, 2, pruner, {.chunk_size = 4});
     // layer 0 and layer 1 ran on all six in chunks of 4 + 2; the decision before layer 2 ended it
     ASSERT_EQ(r.layers.size(), 2u);
     EXPECT_EQ(r.layers[0].active, 6u);
@@ -71,8 +71,8 @@ TEST(ProgressiveRank, PrunesBeforeLayersAndStopsWhenTheTopKIsComplete) {
 TEST(ProgressiveRank, WithoutPruningRunsEveryLayerAndRanksByFinalScore) {
     scripted_model m;
     m.table = {{0.f, 0.1f, 0.3f}, {0.f, 0.2f, 0.9f}, {0.f, 0.3f, 0.5f}};
-    frugal::cluster_pruner never({.threshold = std::numeric_limits<double>::infinity()});
-    const auto r = frugal::progressive_rank(m, 3, 2, never);
+    frugal::prune::cluster_pruner never({.threshold = std::numeric_limits<double>::infinity()});
+    const auto r = frugal::prune::progressive_rank(m, 3, 2, never);
     EXPECT_EQ(r.layers.size(), 2u);
     EXPECT_EQ(r.candidate_layers_skipped, 0u);
     EXPECT_EQ(r.top, (std::vector<std::size_t>{1, 2}));
@@ -83,7 +83,7 @@ TEST(ProgressiveRank, WithoutPruningRunsEveryLayerAndRanksByFinalScore) {
 // The chunk an exhaustive search picks for `active` candidates: among chunks whose
 // intermediates fit the limit, the smallest one with the least layer wall time
 // max(compute, next load), compute being the sum over chunks of max(floor, c * per).
-std::size_t brute_force_chunk(const frugal::chunk_planning& p, std::size_t active, double load) {
+std::size_t brute_force_chunk(const frugal::prune::chunk_planning& p, std::size_t active, double load) {
     const auto compute = [&](std::size_t c) {
         double t = 0.0;
         for (std::size_t b = 0; b < active; b += c)
@@ -111,12 +111,12 @@ TEST(ProgressiveRank, PlannedChunksFitMemoryCoverTheNextLoadAndFollowThePrunedBa
         for (std::size_t l = 1; l <= 5; ++l) m.table[c][l] = (c < 10 ? 0.9f : 0.1f) + 0.001f * float(c);
     // saturation at 4 candidates (4 ms per chunk below), 6 MiB of intermediates each, 32 MiB
     // for one chunk (at most 5 candidates), 10 ms to load a layer
-    const frugal::chunk_planning plan{
+    const frugal::prune::chunk_planning plan{
         .cost = {.per_token_seconds = 1e-3, .min_chunk_seconds = 4e-3, .intermediate_bytes_per_token = 6.0 * (1 << 20)},
         .next_layer_load_seconds = 0.010,
         .memory_limit_bytes = 32.0 * (1 << 20)};
-    frugal::cluster_pruner pruner({.threshold = 0.5, .confirmations = 0});
-    const auto r = frugal::progressive_rank(m, 20, 5, pruner, {.planning = plan});
+    frugal::prune::cluster_pruner pruner({.threshold = 0.5, .confirmations = 0});
+    const auto r = frugal::prune::progressive_rank(m, 20, 5, pruner, {.planning = plan});
     ASSERT_EQ(r.layers.size(), 5u);
     EXPECT_EQ(r.layers[0].active, 20u);
     EXPECT_EQ(r.layers[1].active, 10u);
@@ -140,22 +140,22 @@ TEST(ProgressiveRank, PlannedChunksFitMemoryCoverTheNextLoadAndFollowThePrunedBa
     // the override ignores the plan
     scripted_model m2 = m;
     m2.calls.clear();
-    const auto fixed = frugal::progressive_rank(m2, 20, 5, pruner, {.planning = plan, .chunk_size = 3});
+    const auto fixed = frugal::prune::progressive_rank(m2, 20, 5, pruner, {.planning = plan, .chunk_size = 3});
     for (const auto& st : fixed.layers) EXPECT_EQ(st.chunk_size, 3u);
 }
 
 TEST(ProgressiveRank, BadInput) {
     scripted_model m;
     m.table = {{0.f, 0.1f}, {0.f, 0.2f}};
-    frugal::cluster_pruner pruner;
-    EXPECT_THROW((void)frugal::progressive_rank(m, 2, 3, pruner), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::progressive_rank(m, 2, 0, pruner), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::progressive_rank(m, 0, 1, pruner), frugal::invalid_argument);
+    frugal::prune::cluster_pruner pruner;
+    EXPECT_THROW((void)frugal::prune::progressive_rank(m, 2, 3, pruner), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::progressive_rank(m, 2, 0, pruner), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::progressive_rank(m, 0, 1, pruner), frugal::invalid_argument);
     // a memory limit below one candidate's intermediates
-    const frugal::chunk_planning tight{.cost = {.per_token_seconds = 1e-3, .intermediate_bytes_per_token = 100.0},
+    const frugal::prune::chunk_planning tight{.cost = {.per_token_seconds = 1e-3, .intermediate_bytes_per_token = 100.0},
                                        .next_layer_load_seconds = 0.0,
                                        .memory_limit_bytes = 50.0};
-    EXPECT_THROW((void)frugal::progressive_rank(m, 2, 1, pruner, {.planning = tight}), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::prune::progressive_rank(m, 2, 1, pruner, {.planning = tight}), frugal::invalid_argument);
 }
 
 }  // namespace

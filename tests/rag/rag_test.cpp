@@ -13,18 +13,18 @@
 #include "frugal/backend/eigen/eigen_backend.hpp"
 #endif
 
-#include "frugal/retrieve/cluster_order.hpp"
+#include "frugal/rag/cluster_order.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
-#include "frugal/retrieve/tiered_ivf.hpp"
+#include "frugal/rag/tiered_ivf.hpp"
 #include "frugal/retrieve/top_k.hpp"
-#include "frugal/schedule/rag_simulation.hpp"
-#include "frugal/schedule/wavefront.hpp"
-#include "frugal/schedule/workflow.hpp"
+#include "frugal/sim/rag_simulation.hpp"
+#include "frugal/rag/wavefront.hpp"
+#include "frugal/rag/workflow.hpp"
 
 namespace {
 
-using frugal::rag_end;
-using frugal::rag_start;
+using frugal::rag::rag_end;
+using frugal::rag::rag_start;
 
 template <class F>
 std::string error_of(F&& f) {
@@ -37,33 +37,33 @@ std::string error_of(F&& f) {
 }
 
 // Concepts: the simulation types model them, other types do not.
-static_assert(frugal::rag_generator<frugal::simulated_generator>);
-static_assert(!frugal::rag_generator<frugal::simulated_retriever>);
-static_assert(frugal::rag_retriever<frugal::simulated_retriever>);
-static_assert(!frugal::rag_retriever<frugal::simulated_generator>);
-static_assert(frugal::rag_ordered_retriever<frugal::simulated_retriever>);
+static_assert(frugal::rag::rag_generator<frugal::sim::simulated_generator>);
+static_assert(!frugal::rag::rag_generator<frugal::sim::simulated_retriever>);
+static_assert(frugal::rag::rag_retriever<frugal::sim::simulated_retriever>);
+static_assert(!frugal::rag::rag_retriever<frugal::sim::simulated_generator>);
+static_assert(frugal::rag::rag_ordered_retriever<frugal::sim::simulated_retriever>);
 
 // A retriever that names neither its queries nor its results' clusters: the scheduler hashes
 // the query itself and searches in probe order.
 struct unordered_retriever {
-    frugal::simulated_retriever inner;
+    frugal::sim::simulated_retriever inner;
     std::vector<std::size_t> probe(std::uint64_t q) const { return inner.probe(q); }
     double cluster_time(std::size_t c) const { return inner.cluster_time(c); }
-    double search(std::span<const frugal::retrieval_slot> batch) { return inner.search(batch); }
+    double search(std::span<const frugal::rag::retrieval_slot> batch) { return inner.search(batch); }
 };
-static_assert(frugal::rag_retriever<unordered_retriever>);
-static_assert(!frugal::rag_ordered_retriever<unordered_retriever>);
-static_assert(frugal::ivf_index<frugal::ivf_flat>);
-static_assert(!frugal::ivf_index<frugal::simulated_retriever>);
+static_assert(frugal::rag::rag_retriever<unordered_retriever>);
+static_assert(!frugal::rag::rag_ordered_retriever<unordered_retriever>);
+static_assert(frugal::retrieve::ivf_index<frugal::retrieve::ivf_flat>);
+static_assert(!frugal::retrieve::ivf_index<frugal::sim::simulated_retriever>);
 
 TEST(RagGraph, ListingOneWorkflowsValidate) {
-    EXPECT_NO_THROW(frugal::one_shot_workflow().validate());
-    EXPECT_NO_THROW(frugal::hyde_workflow().validate());
-    EXPECT_NO_THROW(frugal::multistep_workflow().validate());
+    EXPECT_NO_THROW(frugal::rag::one_shot_workflow().validate());
+    EXPECT_NO_THROW(frugal::rag::hyde_workflow().validate());
+    EXPECT_NO_THROW(frugal::rag::multistep_workflow().validate());
 }
 
 TEST(RagGraph, DanglingEdgeIsNamed) {
-    frugal::rag_graph g;
+    frugal::rag::rag_graph g;
     g.add_generation(0, "a", 4);
     g.add_edge(rag_start, 0);
     g.add_edge(0, 7);
@@ -72,7 +72,7 @@ TEST(RagGraph, DanglingEdgeIsNamed) {
 }
 
 TEST(RagGraph, EdgeFromUnknownNode) {
-    frugal::rag_graph g;
+    frugal::rag::rag_graph g;
     g.add_generation(0, "a", 4);
     g.add_edge(rag_start, 0);
     g.add_edge(0, rag_end);
@@ -81,7 +81,7 @@ TEST(RagGraph, EdgeFromUnknownNode) {
 }
 
 TEST(RagGraph, CycleWithoutConditionalExit) {
-    frugal::rag_graph g;
+    frugal::rag::rag_graph g;
     g.add_generation(0, "gen", 4);
     g.add_retrieval(1, "ret", 2);
     g.add_edge(rag_start, 0);
@@ -92,17 +92,17 @@ TEST(RagGraph, CycleWithoutConditionalExit) {
 }
 
 TEST(RagGraph, ConditionalExitMakesTheCycleValid) {
-    frugal::rag_graph g;
+    frugal::rag::rag_graph g;
     g.add_generation(0, "gen", 4);
     g.add_retrieval(1, "ret", 2);
     g.add_edge(rag_start, 0);
     g.add_edge(0, 1);
-    g.add_edge(1, [](const frugal::rag_state&) { return rag_end; }, {0, rag_end});
+    g.add_edge(1, [](const frugal::rag::rag_state&) { return rag_end; }, {0, rag_end});
     EXPECT_NO_THROW(g.validate());
 }
 
 TEST(RagGraph, DeadEndsUnreachableNodesAndDuplicates) {
-    frugal::rag_graph g;
+    frugal::rag::rag_graph g;
     g.add_generation(0, "a", 4);
     g.add_generation(1, "b", 4);
     g.add_edge(rag_start, 0);
@@ -113,48 +113,48 @@ TEST(RagGraph, DeadEndsUnreachableNodesAndDuplicates) {
     EXPECT_THROW(g.add_edge(0, 1), frugal::invalid_argument);
     EXPECT_THROW(g.add_generation(0, "again", 4), frugal::invalid_argument);
     EXPECT_THROW(g.add_edge(0, rag_start), frugal::invalid_argument);
-    frugal::rag_graph empty;
+    frugal::rag::rag_graph empty;
     EXPECT_NE(error_of([&] { empty.validate(); }).find("no edge from START"), std::string::npos);
 }
 
 TEST(RagGraph, ConditionalEdgeMustChooseADeclaredTarget) {
-    frugal::rag_graph g;
+    frugal::rag::rag_graph g;
     g.add_generation(0, "a", 4);
     g.add_generation(1, "b", 4);
     g.add_edge(rag_start, 0);
-    g.add_edge(0, [](const frugal::rag_state&) { return frugal::rag_node_id{1}; }, {rag_end});
+    g.add_edge(0, [](const frugal::rag::rag_state&) { return frugal::rag::rag_node_id{1}; }, {rag_end});
     EXPECT_THROW(g.validate(), frugal::invalid_argument);  // 1 unreachable over declared targets
-    frugal::rag_state s;
+    frugal::rag::rag_state s;
     EXPECT_NE(error_of([&] { (void)g.next(0, s); }).find("not among its declared targets"), std::string::npos);
 }
 
 // An independent oracle: one request walked through its graph alone, node by node, with
 // whole-stage generation and a full search over the probe list.
-frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, std::size_t request, std::size_t doc_tokens,
-                             const frugal::simulated_retriever::config& rc = {}) {
-    frugal::simulated_generator gen;
-    frugal::simulated_retriever ret(rc);
+frugal::rag::rag_state walk_alone(const frugal::rag::rag_graph& g, frugal::rag::rag_state s, std::size_t request, std::size_t doc_tokens,
+                             const frugal::sim::simulated_retriever::config& rc = {}) {
+    frugal::sim::simulated_generator gen;
+    frugal::sim::simulated_retriever ret(rc);
     s.request = request;
-    frugal::rag_node_id at = rag_start;
+    frugal::rag::rag_node_id at = rag_start;
     while (true) {
         at = g.next(at, s);
         if (at == rag_end) return s;
-        const frugal::rag_node& n = g.node(at);
-        if (n.kind == frugal::rag_node_kind::user) {
+        const frugal::rag::rag_node& n = g.node(at);
+        if (n.kind == frugal::rag::rag_node_kind::user) {
             n.action(s);
-        } else if (n.kind == frugal::rag_node_kind::generation) {
+        } else if (n.kind == frugal::rag::rag_node_kind::generation) {
             const std::size_t len = gen.length(s, n);
             std::vector<std::uint64_t> docs = s.retrieved.empty() ? std::vector<std::uint64_t>{} : s.retrieved.back();
             for (std::size_t step = 0; step < len; ++step) {
-                frugal::generation_slot slot{request, step, n.prompt_tokens + doc_tokens * docs.size() + step, docs, &s.text};
-                (void)gen.step(std::span<const frugal::generation_slot>(&slot, 1));
+                frugal::rag::generation_slot slot{request, step, n.prompt_tokens + doc_tokens * docs.size() + step, docs, &s.text};
+                (void)gen.step(std::span<const frugal::rag::generation_slot>(&slot, 1));
             }
         } else {
             const std::uint64_t q = ret.query_of(s);
-            frugal::top_k best(n.top_k);
+            frugal::retrieve::top_k best(n.top_k);
             const auto probe = ret.probe(q);
-            frugal::retrieval_slot slot{request, q, probe, &best};
-            (void)ret.search(std::span<const frugal::retrieval_slot>(&slot, 1));
+            frugal::rag::retrieval_slot slot{request, q, probe, &best};
+            (void)ret.search(std::span<const frugal::rag::retrieval_slot>(&slot, 1));
             s.retrieved.push_back(best.ids());
         }
         ++s.visits[at];
@@ -162,13 +162,13 @@ frugal::rag_state walk_alone(const frugal::rag_graph& g, frugal::rag_state s, st
 }
 
 TEST(RagSchedule, ConditionalRoutingRunsOneRoundPerSubquestion) {
-    const auto g = frugal::multistep_workflow(2);
+    const auto g = frugal::rag::multistep_workflow(2);
     for (std::int64_t rounds : {1, 3, 5}) {
-        frugal::simulated_generator gen;
-        frugal::simulated_retriever ret;
-        frugal::rag_request r{0.0, &g, {}};
+        frugal::sim::simulated_generator gen;
+        frugal::sim::simulated_retriever ret;
+        frugal::rag::rag_request r{0.0, &g, {}};
         r.state.values["subquestions"] = rounds;
-        const auto run = frugal::schedule_rag({r}, gen, ret);
+        const auto run = frugal::rag::schedule_rag({r}, gen, ret);
         const auto& s = run.requests.at(0).state;
         EXPECT_EQ(s.visited(0), 1u);
         EXPECT_EQ(s.visited(1), static_cast<std::size_t>(rounds));
@@ -180,33 +180,33 @@ TEST(RagSchedule, ConditionalRoutingRunsOneRoundPerSubquestion) {
 
 TEST(RagSchedule, UserNodesDriveConditionalEdges) {
     // A user node counts rounds; the conditional edge stops after the count reaches 2.
-    frugal::rag_graph g;
+    frugal::rag::rag_graph g;
     g.add_retrieval(0, "ret", 3);
-    g.add_user(1, "count", [](frugal::rag_state& s) { ++s.values["rounds"]; });
+    g.add_user(1, "count", [](frugal::rag::rag_state& s) { ++s.values["rounds"]; });
     g.add_edge(rag_start, 0);
     g.add_edge(0, 1);
-    g.add_edge(1, [](const frugal::rag_state& s) { return s.get("rounds") < 2 ? frugal::rag_node_id{0} : rag_end; },
+    g.add_edge(1, [](const frugal::rag::rag_state& s) { return s.get("rounds") < 2 ? frugal::rag::rag_node_id{0} : rag_end; },
                {0, rag_end});
-    frugal::simulated_generator gen;
-    frugal::simulated_retriever ret;
-    const auto run = frugal::schedule_rag({{0.0, &g, {}}}, gen, ret);
+    frugal::sim::simulated_generator gen;
+    frugal::sim::simulated_retriever ret;
+    const auto run = frugal::rag::schedule_rag({{0.0, &g, {}}}, gen, ret);
     EXPECT_EQ(run.requests[0].state.get("rounds"), 2);
     EXPECT_EQ(run.requests[0].state.retrieved.size(), 2u);
 }
 
-std::vector<frugal::rag_request> mixed_requests(const frugal::rag_graph& one, const frugal::rag_graph& hyde,
-                                                const frugal::rag_graph& multi, double rate, std::size_t n) {
-    const std::vector<frugal::rag_mix_entry> mix{{&one, 1.0}, {&hyde, 1.0}, {&multi, 1.0, 1, 3}};
-    return frugal::poisson_requests(mix, rate, n, 11);
+std::vector<frugal::rag::rag_request> mixed_requests(const frugal::rag::rag_graph& one, const frugal::rag::rag_graph& hyde,
+                                                const frugal::rag::rag_graph& multi, double rate, std::size_t n) {
+    const std::vector<frugal::sim::rag_mix_entry> mix{{&one, 1.0}, {&hyde, 1.0}, {&multi, 1.0, 1, 3}};
+    return frugal::sim::poisson_requests(mix, rate, n, 11);
 }
 
 TEST(RagSchedule, EveryPolicyMatchesTheOneRequestOracle) {
-    const auto one = frugal::one_shot_workflow(), hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
     const auto reqs = mixed_requests(one, hyde, multi, 8.0, 40);
-    for (auto policy : {frugal::rag_policy::sequential, frugal::rag_policy::naive_async, frugal::rag_policy::wavefront}) {
-        frugal::simulated_generator gen;
-        frugal::simulated_retriever ret;
-        const auto run = frugal::schedule_rag(reqs, gen, ret, {.policy = policy});
+    for (auto policy : {frugal::rag::rag_policy::sequential, frugal::rag::rag_policy::naive_async, frugal::rag::rag_policy::wavefront}) {
+        frugal::sim::simulated_generator gen;
+        frugal::sim::simulated_retriever ret;
+        const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = policy});
         ASSERT_EQ(run.requests.size(), reqs.size());
         for (std::size_t i = 0; i < reqs.size(); ++i) {
             const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128);
@@ -216,19 +216,19 @@ TEST(RagSchedule, EveryPolicyMatchesTheOneRequestOracle) {
             EXPECT_EQ(got.visits, expect.visits) << "request " << i;
             EXPECT_GE(run.requests[i].finish, run.requests[i].arrival);
         }
-        if (policy == frugal::rag_policy::sequential) {
+        if (policy == frugal::rag::rag_policy::sequential) {
             EXPECT_LE(run.gpu_busy + run.cpu_busy, run.makespan + 1e-9);
         }
     }
 }
 
 TEST(RagSchedule, SimulationIsDeterministic) {
-    const auto one = frugal::one_shot_workflow(), hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
     const auto reqs = mixed_requests(one, hyde, multi, 12.0, 60);
     auto once = [&] {
-        frugal::simulated_generator gen;
-        frugal::simulated_retriever ret;
-        return frugal::schedule_rag(reqs, gen, ret);
+        frugal::sim::simulated_generator gen;
+        frugal::sim::simulated_retriever ret;
+        return frugal::rag::schedule_rag(reqs, gen, ret);
     };
     const auto a = once(), b = once();
     ASSERT_EQ(a.requests.size(), b.requests.size());
@@ -241,12 +241,12 @@ TEST(RagSchedule, SimulationIsDeterministic) {
 }
 
 TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
-    const auto one = frugal::one_shot_workflow(), hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
     const auto reqs = mixed_requests(one, hyde, multi, 4.0, 60);
     auto run_with = [&](bool speculate) {
-        frugal::simulated_generator gen;
-        frugal::simulated_retriever ret;
-        return frugal::schedule_rag(reqs, gen, ret, {.policy = frugal::rag_policy::wavefront, .speculate = speculate});
+        frugal::sim::simulated_generator gen;
+        frugal::sim::simulated_retriever ret;
+        return frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront, .speculate = speculate});
     };
     const auto plain = run_with(false), spec = run_with(true);
     EXPECT_EQ(plain.speculations, 0u);
@@ -261,27 +261,27 @@ TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
 
 // Requests whose successive queries share a topic, and whose query from a half-done
 // generation is the final one half of the time.
-frugal::simulated_retriever::config similar_queries() {
-    frugal::simulated_retriever::config rc;
+frugal::sim::simulated_retriever::config similar_queries() {
+    frugal::sim::simulated_retriever::config rc;
     rc.request_similarity = 0.95;
     rc.query_buckets = 2;
     return rc;
 }
 
 TEST(RagSchedule, SimilarityAwareOrderFindsTheTopKSoonerWithTheSameResults) {
-    const auto multi = frugal::multistep_workflow(2);
-    const std::vector<frugal::rag_mix_entry> mix{{&multi, 1.0, 3, 4}};
-    const auto reqs = frugal::poisson_requests(mix, 4.0, 40, 5);
+    const auto multi = frugal::rag::multistep_workflow(2);
+    const std::vector<frugal::sim::rag_mix_entry> mix{{&multi, 1.0, 3, 4}};
+    const auto reqs = frugal::sim::poisson_requests(mix, 4.0, 40, 5);
     auto run_with = [&](bool reorder) {
-        frugal::simulated_generator gen;
-        frugal::simulated_retriever ret(similar_queries());
-        return frugal::schedule_rag(reqs, gen, ret, {.policy = frugal::rag_policy::wavefront, .reorder = reorder});
+        frugal::sim::simulated_generator gen;
+        frugal::sim::simulated_retriever ret(similar_queries());
+        return frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront, .reorder = reorder});
     };
     const auto plain = run_with(false), ordered = run_with(true);
     ASSERT_EQ(plain.retrievals, ordered.retrievals);
-    frugal::simulated_generator gen;
-    unordered_retriever hashed{frugal::simulated_retriever{}};
-    const auto fallback = frugal::schedule_rag(reqs, gen, hashed);
+    frugal::sim::simulated_generator gen;
+    unordered_retriever hashed{frugal::sim::simulated_retriever{}};
+    const auto fallback = frugal::rag::schedule_rag(reqs, gen, hashed);
     // Clusters searched until the top-k last changed: the history's lists come first.
     EXPECT_LT(ordered.clusters_to_final, plain.clusters_to_final);
     for (std::size_t i = 0; i < reqs.size(); ++i) {
@@ -294,14 +294,14 @@ TEST(RagSchedule, SimilarityAwareOrderFindsTheTopKSoonerWithTheSameResults) {
 }
 
 TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
-    const auto hyde = frugal::hyde_workflow(), multi = frugal::multistep_workflow();
-    const std::vector<frugal::rag_mix_entry> mix{{&hyde, 1.0}, {&multi, 1.0, 2, 4}};
-    const auto reqs = frugal::poisson_requests(mix, 6.0, 60, 9);
+    const auto hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
+    const std::vector<frugal::sim::rag_mix_entry> mix{{&hyde, 1.0}, {&multi, 1.0, 2, 4}};
+    const auto reqs = frugal::sim::poisson_requests(mix, 6.0, 60, 9);
     auto run_with = [&](bool speculate) {
-        frugal::simulated_generator gen;
-        frugal::simulated_retriever ret(similar_queries());
-        return frugal::schedule_rag(reqs, gen, ret,
-                                    {.policy = frugal::rag_policy::wavefront, .speculate_retrieval = speculate});
+        frugal::sim::simulated_generator gen;
+        frugal::sim::simulated_retriever ret(similar_queries());
+        return frugal::rag::schedule_rag(reqs, gen, ret,
+                                    {.policy = frugal::rag::rag_policy::wavefront, .speculate_retrieval = speculate});
     };
     const auto plain = run_with(false), spec = run_with(true);
     EXPECT_EQ(plain.retrieval_speculations, 0u);
@@ -318,22 +318,22 @@ TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
 }
 
 TEST(RagSchedule, RejectsBadInput) {
-    frugal::simulated_generator gen;
-    frugal::simulated_retriever ret;
-    frugal::rag_graph broken;
+    frugal::sim::simulated_generator gen;
+    frugal::sim::simulated_retriever ret;
+    frugal::rag::rag_graph broken;
     broken.add_generation(0, "a", 4);
-    EXPECT_THROW((void)frugal::schedule_rag({{0.0, &broken, {}}}, gen, ret), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::schedule_rag({{0.0, nullptr, {}}}, gen, ret), frugal::invalid_argument);
-    const auto g = frugal::one_shot_workflow();
-    EXPECT_THROW((void)frugal::schedule_rag({{-1.0, &g, {}}}, gen, ret), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::schedule_rag({{0.0, &g, {}}}, gen, ret, {.history = 0}), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::schedule_rag({{0.0, &g, {}}}, gen, ret, {.speculate_retrieval_at = 1.0}),
+    EXPECT_THROW((void)frugal::rag::schedule_rag({{0.0, &broken, {}}}, gen, ret), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::schedule_rag({{0.0, nullptr, {}}}, gen, ret), frugal::invalid_argument);
+    const auto g = frugal::rag::one_shot_workflow();
+    EXPECT_THROW((void)frugal::rag::schedule_rag({{-1.0, &g, {}}}, gen, ret), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::schedule_rag({{0.0, &g, {}}}, gen, ret, {.history = 0}), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::schedule_rag({{0.0, &g, {}}}, gen, ret, {.speculate_retrieval_at = 1.0}),
                  frugal::invalid_argument);
 }
 
 TEST(TopK, MatchesSortingEveryCandidate) {
     std::vector<std::pair<float, std::uint64_t>> all;
-    frugal::top_k best(7);
+    frugal::retrieve::top_k best(7);
     for (std::uint64_t i = 0; i < 200; ++i) {
         const float d = static_cast<float>((i * 7919) % 101) / 10.0f;  // many ties
         all.emplace_back(d, i);
@@ -342,12 +342,12 @@ TEST(TopK, MatchesSortingEveryCandidate) {
     std::sort(all.begin(), all.end());
     all.resize(7);
     EXPECT_EQ(best.sorted(), all);
-    EXPECT_THROW(frugal::top_k(0), frugal::invalid_argument);
+    EXPECT_THROW(frugal::retrieve::top_k(0), frugal::invalid_argument);
 }
 
 TEST(TopK, MergeKeepsTheBestOfBoth) {
     std::vector<std::pair<float, std::uint64_t>> all;
-    frugal::top_k a(6), b(6);
+    frugal::retrieve::top_k a(6), b(6);
     for (std::uint64_t i = 0; i < 120; ++i) {
         const float d = static_cast<float>((i * 7907) % 53);  // ties across the two heaps
         all.emplace_back(d, i);
@@ -388,14 +388,14 @@ std::vector<std::uint64_t> brute_force(const std::vector<float>& data, std::size
 TEST(IvfFlat, ListsHoldTheirNearestCentroidsVectors) {
     const std::size_t dim = 8;
     const auto data = gaussian_mixture(600, dim, 6, 3);
-    const auto ix = frugal::ivf_flat::train(data, dim, 12, 8, 1);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 12, 8, 1);
     std::size_t total = 0;
     for (std::size_t c = 0; c < ix.lists(); ++c)
         for (std::size_t id : ix.members(c)) {
             ++total;
             EXPECT_EQ(ix.list_of(id), c);
             for (std::size_t o = 0; o < ix.lists(); ++o)
-                EXPECT_LE(frugal::squared_l2(ix.vector(id), ix.centroid(c)), frugal::squared_l2(ix.vector(id), ix.centroid(o)));
+                EXPECT_LE(frugal::retrieve::squared_l2(ix.vector(id), ix.centroid(c)), frugal::retrieve::squared_l2(ix.vector(id), ix.centroid(o)));
         }
     EXPECT_EQ(total, 600u);
 }
@@ -406,7 +406,7 @@ template <class Backend>
 void expect_gemm_training_is_kmeans(Backend backend) {
     const std::size_t dim = 16, n = 3000;
     const auto data = gaussian_mixture(n, dim, 10, 12);
-    const auto ix = frugal::ivf_flat::train(data, dim, 24, 8, 5, backend);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 24, 8, 5, backend);
     auto dist = [&](std::size_t id, std::size_t c) {
         double s = 0.0;
         for (std::size_t d = 0; d < dim; ++d) {
@@ -449,7 +449,7 @@ TEST(IvfFlat, GemmKMeansOnEigen) { expect_gemm_training_is_kmeans(frugal::eigen:
 TEST(IvfFlat, FullProbeEqualsBruteForce) {
     const std::size_t dim = 8;
     const auto data = gaussian_mixture(500, dim, 5, 4);
-    const auto ix = frugal::ivf_flat::train(data, dim, 10, 6, 2);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 10, 6, 2);
     const auto queries = gaussian_mixture(20, dim, 5, 99);
     for (std::size_t q = 0; q < 20; ++q) {
         const std::span<const float> query(queries.data() + q * dim, dim);
@@ -460,13 +460,13 @@ TEST(IvfFlat, FullProbeEqualsBruteForce) {
 TEST(IvfFlat, ResumableSearchEqualsOneShot) {
     const std::size_t dim = 8;
     const auto data = gaussian_mixture(800, dim, 8, 5);
-    const auto ix = frugal::ivf_flat::train(data, dim, 16, 6, 3);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 16, 6, 3);
     const auto queries = gaussian_mixture(10, dim, 8, 77);
     for (std::size_t q = 0; q < 10; ++q) {
         const std::span<const float> query(queries.data() + q * dim, dim);
         const auto probe = ix.probe(query, 9);
         for (std::size_t chunk : {1u, 2u, 4u}) {
-            frugal::top_k heap(5);
+            frugal::retrieve::top_k heap(5);
             for (std::size_t at = 0; at < probe.size(); at += chunk)
                 ix.search_lists(query, std::span<const std::size_t>(probe).subspan(at, std::min(chunk, probe.size() - at)), heap);
             EXPECT_EQ(heap.ids(), ix.search(query, 5, 9)) << "query " << q << " chunk " << chunk;
@@ -479,9 +479,9 @@ TEST(IvfFlat, ResumableSearchEqualsOneShot) {
 TEST(TieredIvf, MergedTopKEqualsSingleTierSearch) {
     const std::size_t dim = 8;
     const auto data = gaussian_mixture(1200, dim, 8, 6);
-    const auto ix = frugal::ivf_flat::train(data, dim, 24, 6, 4);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 24, 6, 4);
     const auto queries = gaussian_mixture(60, dim, 3, 55);  // few topics: a skewed access pattern
-    frugal::tiered_ivf tiers(ix, /*hot_lists=*/5, /*period=*/4, /*decay=*/0.5, dim * sizeof(float),
+    frugal::rag::tiered_ivf tiers(ix, /*hot_lists=*/5, /*period=*/4, /*decay=*/0.5, dim * sizeof(float),
                              {.load_gb_per_s = 1e9, .fast_call_ms = 0.0});
     std::size_t split = 0;
     for (std::size_t q = 0; q < 60; ++q) {
@@ -490,7 +490,7 @@ TEST(TieredIvf, MergedTopKEqualsSingleTierSearch) {
         std::vector<std::size_t> resident;
         for (std::size_t c : probe)
             if (tiers.in_fast_tier(c)) resident.push_back(c);
-        frugal::top_k tiered(7), single(7);
+        frugal::retrieve::top_k tiered(7), single(7);
         const auto what = tiers.search_lists(query, probe, tiered);
         ix.search_lists(query, probe, single);
         EXPECT_EQ(tiered.sorted(), single.sorted()) << "query " << q;
@@ -508,14 +508,14 @@ TEST(TieredIvf, RefreshLoadsTheHottestListsAsynchronously) {
     // Four lists of known sizes (one vector each, 1 MB per vector); list 2 is accessed
     // most, then 0: with room for two lists, those are loaded, 2 first, at 1 GB/s (1 ms each).
     const std::vector<float> data{0, 0, 10, 0, 20, 0, 30, 0};
-    const auto ix = frugal::ivf_flat::train(data, 2, 4, 0, 1);
-    frugal::tiered_ivf tiers(ix, 2, /*period=*/1, /*decay=*/1.0, 1000000,
+    const auto ix = frugal::retrieve::ivf_flat::train(data, 2, 4, 0, 1);
+    frugal::rag::tiered_ivf tiers(ix, 2, /*period=*/1, /*decay=*/1.0, 1000000,
                              {.slow_gb_per_s = 1.0, .fast_gb_per_s = 10.0, .load_gb_per_s = 1.0, .list_ms = 0.0,
                               .fast_call_ms = 0.0});
     const std::vector<float> q{0, 0};
     const std::size_t l0 = ix.list_of(0), l2 = ix.list_of(2), l3 = ix.list_of(3);
     const std::vector<std::size_t> hot{l2, l2, l2, l0, l0, l3};
-    frugal::top_k heap(1);
+    frugal::retrieve::top_k heap(1);
     const auto first = tiers.search_lists(q, hot, heap);
     EXPECT_TRUE(first.fast.empty());
     EXPECT_DOUBLE_EQ(first.ms, 6.0);  // 6 MB at 1 GB/s
@@ -536,29 +536,29 @@ TEST(TieredIvf, RefreshLoadsTheHottestListsAsynchronously) {
 
 TEST(TieredIvf, SkipsTheFastTierWhenItsLaunchCostsMore) {
     const auto data = gaussian_mixture(300, 4, 3, 8);
-    const auto ix = frugal::ivf_flat::train(data, 4, 6, 4, 1);
-    frugal::tiered_ivf tiers(ix, 6, 1, 1.0, 16, {.load_gb_per_s = 1e9, .fast_call_ms = 1e6});
+    const auto ix = frugal::retrieve::ivf_flat::train(data, 4, 6, 4, 1);
+    frugal::rag::tiered_ivf tiers(ix, 6, 1, 1.0, 16, {.load_gb_per_s = 1e9, .fast_call_ms = 1e6});
     const std::vector<std::size_t> all{0, 1, 2, 3, 4, 5};
-    frugal::top_k heap(3), single(3);
+    frugal::retrieve::top_k heap(3), single(3);
     (void)tiers.search_lists(std::span<const float>(data.data(), 4), all, heap);
     tiers.end_substage();     // refresh: all six lists start loading
     tiers.end_substage(1.0);  // and are loaded a millisecond later
-    const auto what = tiers.search_lists(std::span<const float>(data.data(), 4), all, heap = frugal::top_k(3));
+    const auto what = tiers.search_lists(std::span<const float>(data.data(), 4), all, heap = frugal::retrieve::top_k(3));
     EXPECT_TRUE(what.fast.empty());
     EXPECT_EQ(what.slow, all);
     EXPECT_DOUBLE_EQ(what.ms, what.single_tier_ms);
     EXPECT_DOUBLE_EQ(tiers.hit_ratio(), 0.5);  // resident in the second search, though not used
     ix.search_lists(std::span<const float>(data.data(), 4), all, single);
     EXPECT_EQ(heap.sorted(), single.sorted());
-    EXPECT_THROW(frugal::tiered_ivf(ix, 2, 1, 0.5, 0), frugal::invalid_argument);
+    EXPECT_THROW(frugal::rag::tiered_ivf(ix, 2, 1, 0.5, 0), frugal::invalid_argument);
     EXPECT_THROW(tiers.end_substage(-1.0), frugal::invalid_argument);
 }
 
 TEST(ClusterOrder, ResultListsThenSearchedListsThenTheRest) {
     const std::vector<std::size_t> probe{9, 4, 7, 1, 3, 8};
     const std::vector<std::size_t> held{3, 7, 42}, searched{4, 3, 7, 5};
-    EXPECT_EQ(frugal::similarity_cluster_order(probe, held, searched), (std::vector<std::size_t>{7, 3, 4, 9, 1, 8}));
-    frugal::retrieval_history h(2);
+    EXPECT_EQ(frugal::rag::similarity_cluster_order(probe, held, searched), (std::vector<std::size_t>{7, 3, 4, 9, 1, 8}));
+    frugal::rag::retrieval_history h(2);
     const std::vector<std::pair<std::uint64_t, std::size_t>> results{{10, 8}, {11, 1}, {12, 9}};  // third is dropped
     h.remember(results, searched);
     EXPECT_EQ(h.results().size(), 2u);

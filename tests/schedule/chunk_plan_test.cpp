@@ -13,14 +13,14 @@ struct replay {
     double makespan;
     std::uint64_t peak;
 };
-replay replay_layer(const frugal::chunk_cost_model& m, std::size_t tokens, std::size_t c, double load) {
-    frugal::timeline t;
-    t.add(frugal::resource::io, load);
+replay replay_layer(const frugal::schedule::chunk_cost_model& m, std::size_t tokens, std::size_t c, double load) {
+    frugal::schedule::timeline t;
+    t.add(frugal::schedule::resource::io, load);
     for (std::size_t done = 0; done < tokens; done += c) {
         const std::size_t size = std::min(c, tokens - done);
         const double seconds = std::max(m.min_chunk_seconds, m.per_token_seconds * double(size));
         const auto bytes = static_cast<std::uint64_t>(double(size) * m.intermediate_bytes_per_token);
-        t.add(frugal::resource::compute, seconds, {}, bytes, bytes);
+        t.add(frugal::schedule::resource::compute, seconds, {}, bytes, bytes);
     }
     const auto r = t.simulate();
     return {r.makespan, r.peak_resident_bytes};
@@ -30,12 +30,12 @@ TEST(ChunkPlan, SmallestBestChunkMatchesTimelineBruteForce) {
     std::mt19937 rng(8);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     for (int trial = 0; trial < 60; ++trial) {
-        const frugal::chunk_cost_model m{.per_token_seconds = 0.5 + u(rng), .min_chunk_seconds = 20 * u(rng),
+        const frugal::schedule::chunk_cost_model m{.per_token_seconds = 0.5 + u(rng), .min_chunk_seconds = 20 * u(rng),
                                          .intermediate_bytes_per_token = 16};
         const std::size_t tokens = 10 + trial * 3;
         const double load = 200 * u(rng);
         const double limit = 16.0 * double(1 + trial % 40);
-        const auto p = frugal::plan_chunks(m, tokens, load, limit);
+        const auto p = frugal::schedule::plan_chunks(m, tokens, load, limit);
         double best = INFINITY;
         std::size_t smallest = 0;
         for (std::size_t c = 1; c <= tokens && 16.0 * double(c) <= limit; ++c) {
@@ -53,23 +53,23 @@ TEST(ChunkPlan, SmallestBestChunkMatchesTimelineBruteForce) {
 TEST(ChunkPlan, LoadBoundLayerShrinksChunksUntilComputeFillsTheLoad) {
     // 100 tokens, 1 s per token, 10 s floor per chunk; next load 200 s. Chunks of 5 take
     // 20 * 10 = 200 s: the smallest chunk whose compute still fits under the load.
-    const frugal::chunk_cost_model m{.per_token_seconds = 1, .min_chunk_seconds = 10, .intermediate_bytes_per_token = 1};
-    const auto p = frugal::plan_chunks(m, 100, 200, 1000);
+    const frugal::schedule::chunk_cost_model m{.per_token_seconds = 1, .min_chunk_seconds = 10, .intermediate_bytes_per_token = 1};
+    const auto p = frugal::schedule::plan_chunks(m, 100, 200, 1000);
     EXPECT_EQ(p.chunk, 5u);
     EXPECT_DOUBLE_EQ(p.layer_seconds, 200);
     // No load: the smallest saturating chunk (10 tokens = the 10 s floor).
-    EXPECT_EQ(frugal::plan_chunks(m, 100, 0, 1000).chunk, 10u);
+    EXPECT_EQ(frugal::schedule::plan_chunks(m, 100, 0, 1000).chunk, 10u);
 }
 
 TEST(ChunkPlan, RejectsBadInput) {
-    const frugal::chunk_cost_model m{.per_token_seconds = 1, .min_chunk_seconds = 0, .intermediate_bytes_per_token = 8};
-    EXPECT_THROW((void)frugal::plan_chunks(m, 0, 1, 100), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::plan_chunks(m, 10, -1, 100), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::plan_chunks(m, 10, 1, 4), frugal::invalid_argument);
-    const frugal::chunk_cost_model zero{.per_token_seconds = 0, .min_chunk_seconds = 0, .intermediate_bytes_per_token = 8};
-    EXPECT_THROW((void)frugal::plan_chunks(zero, 10, 1, 100), frugal::invalid_argument);
-    const frugal::chunk_cost_model negative{.per_token_seconds = -1, .min_chunk_seconds = 1, .intermediate_bytes_per_token = 8};
-    EXPECT_THROW((void)frugal::plan_chunks(negative, 10, 1, 100), frugal::invalid_argument);
+    const frugal::schedule::chunk_cost_model m{.per_token_seconds = 1, .min_chunk_seconds = 0, .intermediate_bytes_per_token = 8};
+    EXPECT_THROW((void)frugal::schedule::plan_chunks(m, 0, 1, 100), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule::plan_chunks(m, 10, -1, 100), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule::plan_chunks(m, 10, 1, 4), frugal::invalid_argument);
+    const frugal::schedule::chunk_cost_model zero{.per_token_seconds = 0, .min_chunk_seconds = 0, .intermediate_bytes_per_token = 8};
+    EXPECT_THROW((void)frugal::schedule::plan_chunks(zero, 10, 1, 100), frugal::invalid_argument);
+    const frugal::schedule::chunk_cost_model negative{.per_token_seconds = -1, .min_chunk_seconds = 1, .intermediate_bytes_per_token = 8};
+    EXPECT_THROW((void)frugal::schedule::plan_chunks(negative, 10, 1, 100), frugal::invalid_argument);
 }
 
 }  // namespace

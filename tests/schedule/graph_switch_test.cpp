@@ -1,4 +1,5 @@
 #include <frugal/schedule/graph_switch.hpp>
+#include <frugal/sim/paper_graph_switch.hpp>
 
 #include <gtest/gtest.h>
 
@@ -10,9 +11,9 @@
 
 namespace {
 
-using frugal::graph_switch_plan;
-using frugal::graph_switch_problem;
-using frugal::resource;
+using frugal::schedule::graph_switch_plan;
+using frugal::schedule::graph_switch_problem;
+using frugal::schedule::resource;
 
 graph_switch_problem random_problem(std::mt19937& rng, std::size_t n, std::size_t chunks) {
     std::uniform_real_distribution<double> p(0.5, 1.5), slow(1.0, 1.6), ratio(0.3, 3.0);
@@ -40,7 +41,7 @@ double brute_force_optimum(const graph_switch_problem& p) {
         for (std::size_t i = 0, x = code; i < n; ++i, x /= c_total + 1) sw[i] = x % (c_total + 1);
         std::iota(order.begin(), order.end(), 0);
         do {
-            frugal::timeline t;
+            frugal::schedule::timeline t;
             std::vector<std::size_t> op(n * c_total);
             for (std::size_t c = 0; c < c_total; ++c)
                 for (std::size_t i = 0; i < n; ++i)
@@ -68,10 +69,10 @@ TEST(GraphSwitch, ExactMatchesBruteForceOverAssignmentsAndLoadOrders) {
         const std::size_t n = trial % 2 == 0 ? 4 : 3, chunks = trial % 2 == 0 ? 2 : 3;
         const auto p = random_problem(rng, n, chunks);
         const double oracle = brute_force_optimum(p);
-        const double exact = frugal::graph_switch_makespan(p, frugal::exact_graph_switch(p));
+        const double exact = frugal::schedule::graph_switch_makespan(p, frugal::schedule::exact_graph_switch(p));
         EXPECT_NEAR(exact, oracle, 1e-9 * oracle) << "trial " << trial;
-        const double greedy = frugal::graph_switch_makespan(p, frugal::greedy_graph_switch(p));
-        const double paper = frugal::graph_switch_makespan(p, frugal::paper_greedy_graph_switch(p));
+        const double greedy = frugal::schedule::graph_switch_makespan(p, frugal::schedule::greedy_graph_switch(p));
+        const double paper = frugal::schedule::graph_switch_makespan(p, frugal::sim::paper_greedy_graph_switch(p));
         EXPECT_GE(greedy, oracle * (1 - 1e-12));
         EXPECT_GE(paper, greedy * (1 - 1e-12));
     }
@@ -86,9 +87,9 @@ TEST(GraphSwitch, ExactMatchesBruteForceOverAssignmentsAtN8) {
         graph_switch_plan plan{std::vector<std::size_t>(8)};
         for (std::size_t code = 0; code < 6561; ++code) {
             for (std::size_t i = 0, x = code; i < 8; ++i, x /= 3) plan.switch_chunk[i] = x % 3;
-            oracle = std::min(oracle, frugal::graph_switch_makespan(p, plan));
+            oracle = std::min(oracle, frugal::schedule::graph_switch_makespan(p, plan));
         }
-        EXPECT_NEAR(frugal::graph_switch_makespan(p, frugal::exact_graph_switch(p)), oracle, 1e-9 * oracle);
+        EXPECT_NEAR(frugal::schedule::graph_switch_makespan(p, frugal::schedule::exact_graph_switch(p)), oracle, 1e-9 * oracle);
     }
 }
 
@@ -111,9 +112,9 @@ TEST(GraphSwitch, ExactMatchesEnumerationOnHardInstancesAtN10) {
         std::vector<std::size_t> sw(10);
         for (std::size_t code = 0; code < 59049; ++code) {
             for (std::size_t i = 0, x = code; i < 10; ++i, x /= 3) sw[i] = x % 3;
-            oracle = std::min(oracle, frugal::detail::fast_switch_makespan(pr, sw, scratch));
+            oracle = std::min(oracle, frugal::schedule::detail::fast_switch_makespan(pr, sw, scratch));
         }
-        EXPECT_NEAR(frugal::graph_switch_makespan(pr, frugal::exact_graph_switch(pr)), oracle, 1e-9 * oracle)
+        EXPECT_NEAR(frugal::schedule::graph_switch_makespan(pr, frugal::schedule::exact_graph_switch(pr)), oracle, 1e-9 * oracle)
             << "trial " << trial;
     }
 }
@@ -125,8 +126,8 @@ TEST(GraphSwitch, ClosedLoopReplayAgreesWithTimeline) {
         const auto p = random_problem(rng, 2 + trial % 7, 1 + trial % 3);
         std::vector<std::size_t> sw(p.blocks());
         for (auto& x : sw) x = std::uniform_int_distribution<std::size_t>(0, p.chunks)(rng);
-        EXPECT_NEAR(frugal::detail::fast_switch_makespan(p, sw, scratch),
-                    frugal::graph_switch_makespan(p, {sw}), 1e-9);
+        EXPECT_NEAR(frugal::schedule::detail::fast_switch_makespan(p, sw, scratch),
+                    frugal::schedule::graph_switch_makespan(p, {sw}), 1e-9);
     }
 }
 
@@ -143,9 +144,9 @@ TEST(GraphSwitch, Figure8ProgressiveSchedule) {
                                  .decode_compute = std::vector<double>(6, 1.0),
                                  .load = std::vector<double>(6, 2.0),
                                  .chunks = 2};
-    const auto plan = frugal::paper_greedy_graph_switch(p);
+    const auto plan = frugal::sim::paper_greedy_graph_switch(p);
     EXPECT_EQ(plan.switch_chunk, (std::vector<std::size_t>{2, 2, 1, 1, 0, 0}));
-    const auto s = frugal::graph_switch_timeline(p, plan);
+    const auto s = frugal::schedule::graph_switch_timeline(p, plan);
     const auto r = s.schedule.simulate();
     EXPECT_DOUBLE_EQ(r.start[s.load_task[4]], 0.0);
     EXPECT_DOUBLE_EQ(r.finish[s.load_task[5]], 4.0);
@@ -157,12 +158,12 @@ TEST(GraphSwitch, Figure8ProgressiveSchedule) {
     EXPECT_DOUBLE_EQ(r.idle_time(resource::compute), 0.0);
 
     const graph_switch_plan naive{std::vector<std::size_t>(6, 2)};
-    EXPECT_DOUBLE_EQ(frugal::graph_switch_makespan(p, naive), 19.0);
+    EXPECT_DOUBLE_EQ(frugal::schedule::graph_switch_makespan(p, naive), 19.0);
     // Synchronous: every load after the whole prefill.
-    auto sync = frugal::graph_switch_timeline(p, naive);
+    auto sync = frugal::schedule::graph_switch_timeline(p, naive);
     for (std::size_t i = 0; i < 6; ++i) sync.schedule.add_dependency(sync.load_task[i], sync.compute_task.back());
     EXPECT_DOUBLE_EQ(sync.schedule.simulate().makespan, 24.0);
-    EXPECT_DOUBLE_EQ(frugal::graph_switch_makespan(p, frugal::exact_graph_switch(p)), 12.0);
+    EXPECT_DOUBLE_EQ(frugal::schedule::graph_switch_makespan(p, frugal::schedule::exact_graph_switch(p)), 12.0);
 }
 
 // Appendix A: 2-Partition reduces to graph switching. Items a_j become blocks with load
@@ -180,7 +181,7 @@ double partition_instance_optimum(const std::vector<double>& items) {
     p.prefill_compute.push_back(b);
     p.decode_compute.push_back(2 * b);
     p.load.push_back(0.0);
-    return frugal::graph_switch_makespan(p, frugal::exact_graph_switch(p));
+    return frugal::schedule::graph_switch_makespan(p, frugal::schedule::exact_graph_switch(p));
 }
 
 TEST(GraphSwitch, AppendixAPartitionReduction) {
@@ -194,7 +195,7 @@ TEST(GraphSwitch, AppendixAPartitionReduction) {
 
 TEST(GraphSwitch, EstimatorMovesTowardMeasurements) {
     graph_switch_problem p{.prefill_compute = {1, 1}, .decode_compute = {1, 1}, .load = {4, 4}, .chunks = 2};
-    frugal::graph_switch_estimator est(p, 0.5);
+    frugal::schedule::graph_switch_estimator est(p, 0.5);
     est.observe_load(1, 2.0);
     EXPECT_DOUBLE_EQ(est.estimate().load[1], 3.0);
     est.observe_load(1, 2.0);
@@ -203,22 +204,22 @@ TEST(GraphSwitch, EstimatorMovesTowardMeasurements) {
     EXPECT_DOUBLE_EQ(est.estimate().prefill_compute[0], 2.0);
     EXPECT_THROW(est.observe_load(2, 1.0), frugal::out_of_range);
     EXPECT_THROW(est.observe_load(0, -1.0), frugal::invalid_argument);
-    EXPECT_THROW(frugal::graph_switch_estimator(p, 0.0), frugal::invalid_argument);
+    EXPECT_THROW(frugal::schedule::graph_switch_estimator(p, 0.0), frugal::invalid_argument);
 }
 
 TEST(GraphSwitch, RejectsBadInput) {
     graph_switch_problem empty;
-    EXPECT_THROW((void)frugal::greedy_graph_switch(empty), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule::greedy_graph_switch(empty), frugal::invalid_argument);
     graph_switch_problem negative{.prefill_compute = {1}, .decode_compute = {1}, .load = {-1}, .chunks = 1};
-    EXPECT_THROW((void)frugal::exact_graph_switch(negative), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule::exact_graph_switch(negative), frugal::invalid_argument);
     graph_switch_problem mismatch{.prefill_compute = {1, 2}, .decode_compute = {1}, .load = {1}, .chunks = 1};
-    EXPECT_THROW((void)frugal::paper_greedy_graph_switch(mismatch), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::sim::paper_greedy_graph_switch(mismatch), frugal::invalid_argument);
     graph_switch_problem zero_chunks{.prefill_compute = {1}, .decode_compute = {1}, .load = {1}, .chunks = 0};
-    EXPECT_THROW((void)frugal::paper_greedy_graph_switch(zero_chunks), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::sim::paper_greedy_graph_switch(zero_chunks), frugal::invalid_argument);
     graph_switch_problem ok{.prefill_compute = {1}, .decode_compute = {1}, .load = {1}, .chunks = 1};
-    EXPECT_THROW((void)frugal::graph_switch_makespan(ok, {{2}}), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule::graph_switch_makespan(ok, {{2}}), frugal::invalid_argument);
     std::mt19937 rng(1);
-    EXPECT_THROW((void)frugal::exact_graph_switch(random_problem(rng, 25, 2)), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::schedule::exact_graph_switch(random_problem(rng, 25, 2)), frugal::invalid_argument);
 }
 
 }  // namespace

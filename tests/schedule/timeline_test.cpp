@@ -6,14 +6,14 @@
 
 namespace {
 
-using frugal::resource;
+using frugal::schedule::resource;
 
 // Double buffering of three layers, worked out by hand:
 //   io:      L0 [0,2)  L1 [2,4)  L2 [4,6)
 //   compute:           C0 [2,5)  C1 [5,8)  C2 [8,11)
 // L2 may start only after C0 released its buffer (two buffers): L2 waits for C0 -> [5,7).
 TEST(Timeline, DoubleBufferedLayersHandComputed) {
-    frugal::timeline t;
+    frugal::schedule::timeline t;
     const auto l0 = t.add(resource::io, 2.0, {}, 10);
     const auto l1 = t.add(resource::io, 2.0, {}, 10);
     const auto c0 = t.add(resource::compute, 3.0, {l0}, 0, 10);
@@ -37,7 +37,7 @@ TEST(Timeline, DoubleBufferedLayersHandComputed) {
 TEST(Timeline, PerResourceOrderIsInsertionOrder) {
     // The second compute task is ready at 0 but waits behind the first, which waits for
     // the load: compute runs [3,4) then [4,5).
-    frugal::timeline t;
+    frugal::schedule::timeline t;
     const auto load = t.add(resource::io, 3.0);
     const auto a = t.add(resource::compute, 1.0, {load});
     const auto b = t.add(resource::compute, 1.0);
@@ -48,7 +48,7 @@ TEST(Timeline, PerResourceOrderIsInsertionOrder) {
 }
 
 TEST(Timeline, DependencyOnLaterTaskAndInitialBytes) {
-    frugal::timeline t(50);
+    frugal::schedule::timeline t(50);
     const auto c = t.add(resource::compute, 1.0);
     const auto l = t.add(resource::io, 4.0, {}, 30, 80);
     t.add_dependency(c, l);
@@ -59,23 +59,23 @@ TEST(Timeline, DependencyOnLaterTaskAndInitialBytes) {
 }
 
 TEST(Timeline, EmptyTimeline) {
-    const auto r = frugal::timeline{}.simulate();
+    const auto r = frugal::schedule::timeline{}.simulate();
     EXPECT_EQ(r.makespan, 0.0);
     EXPECT_EQ(r.peak_resident_bytes, 0u);
 }
 
 TEST(Timeline, RejectsBadInput) {
-    frugal::timeline t;
+    frugal::schedule::timeline t;
     EXPECT_THROW(t.add(resource::io, -1.0), frugal::invalid_argument);
     // A cycle through the compute order: a waits for b, b sits behind a.
     const auto a = t.add(resource::compute, 1.0);
     const auto b = t.add(resource::compute, 1.0);
     t.add_dependency(a, b);
     EXPECT_THROW((void)t.simulate(), frugal::invalid_argument);
-    frugal::timeline u;
+    frugal::schedule::timeline u;
     u.add(resource::io, 1.0, {7});
     EXPECT_THROW((void)u.simulate(), frugal::out_of_range);
-    frugal::timeline v;
+    frugal::schedule::timeline v;
     v.add(resource::io, 1.0, {}, 0, 5);
     EXPECT_THROW((void)v.simulate(), frugal::invalid_argument);
 }

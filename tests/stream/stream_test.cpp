@@ -41,9 +41,9 @@ std::vector<std::size_t> write_weights(const std::filesystem::path& path, std::s
 TEST(LayerWindow, StreamsEveryLayerFromAFileWithTwoBuffers) {
     const auto path = temp_file("weights");
     const auto offsets = write_weights(path, 6);
-    frugal::file_layer_loader loader(path, offsets);
+    frugal::stream::file_layer_loader loader(path, offsets);
     {
-        frugal::layer_window window(loader);
+        frugal::stream::layer_window window(loader);
         EXPECT_EQ(window.resident_bytes(), 2 * (1000 + 37 * 5));
         for (std::size_t i = 0; i < 6; ++i) {
             const auto w = window.acquire(i);
@@ -55,7 +55,7 @@ TEST(LayerWindow, StreamsEveryLayerFromAFileWithTwoBuffers) {
         }
     }
     std::filesystem::remove(path);
-    EXPECT_THROW(frugal::file_layer_loader(path, {0, 10}), frugal::runtime_error);
+    EXPECT_THROW(frugal::stream::file_layer_loader(path, {0, 10}), frugal::runtime_error);
 }
 
 // A loader that reports when each load starts and can be held inside load().
@@ -83,15 +83,15 @@ struct gated_loader {
         });
     }
 };
-static_assert(frugal::layer_loader<gated_loader>);
+static_assert(frugal::stream::layer_loader<gated_loader>);
 struct not_a_loader {
     std::size_t layer_count() const { return 1; }
 };
-static_assert(!frugal::layer_loader<not_a_loader>);
+static_assert(!frugal::stream::layer_loader<not_a_loader>);
 
 TEST(LayerWindow, LoadsTheNextLayerWhileTheCurrentOneIsHeld) {
     gated_loader loader;
-    frugal::layer_window window(loader);
+    frugal::stream::layer_window window(loader);
     for (std::size_t i = 0; i < loader.layers; ++i) {
         const auto w = window.acquire(i);
         EXPECT_EQ(w[0], std::byte(i));
@@ -110,7 +110,7 @@ TEST(LayerWindow, LoadsTheNextLayerWhileTheCurrentOneIsHeld) {
 TEST(LayerWindow, LoaderErrorReachesTheCaller) {
     gated_loader loader;
     loader.fail_at = 2;
-    frugal::layer_window window(loader);
+    frugal::stream::layer_window window(loader);
     window.release((void(window.acquire(0)), 0));
     window.release((void(window.acquire(1)), 1));
     EXPECT_THROW(window.acquire(2), std::runtime_error);
@@ -120,7 +120,7 @@ TEST(LayerWindow, CancelAndDestroyDuringALoad) {
     gated_loader loader;
     loader.gate_open = false;
     {
-        frugal::layer_window window(loader);
+        frugal::stream::layer_window window(loader);
         ASSERT_TRUE(loader.wait_started(0));  // the I/O thread is blocked inside load(0)
         std::thread opener([&] {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -133,14 +133,14 @@ TEST(LayerWindow, CancelAndDestroyDuringALoad) {
         EXPECT_THROW(window.acquire(0), frugal::runtime_error);
     }  // destructor after cancel: nothing left running
     loader.gate_open = true;
-    { frugal::layer_window window(loader); }  // destroyed with loads pending
+    { frugal::stream::layer_window window(loader); }  // destroyed with loads pending
 }
 
 TEST(HiddenStateOffload, KeepsChunksInAFileAcrossPasses) {
     const auto path = temp_file("hidden");
     const std::size_t chunks = 7, bytes = 256;
     {
-        frugal::hidden_state_offload store(path, chunks, bytes);
+        frugal::stream::hidden_state_offload store(path, chunks, bytes);
         EXPECT_EQ(store.resident_bytes(), 3 * bytes);
         for (std::size_t pass = 0; pass < 4; ++pass) {
             store.begin_pass(pass == 0);
@@ -159,13 +159,13 @@ TEST(HiddenStateOffload, KeepsChunksInAFileAcrossPasses) {
         EXPECT_EQ(std::filesystem::file_size(path), chunks * bytes);
     }
     EXPECT_FALSE(std::filesystem::exists(path));
-    EXPECT_THROW(frugal::hidden_state_offload("/nonexistent/dir/h.bin", 2, 8), frugal::runtime_error);
-    EXPECT_THROW(frugal::hidden_state_offload(path, 0, 8), frugal::invalid_argument);
+    EXPECT_THROW(frugal::stream::hidden_state_offload("/nonexistent/dir/h.bin", 2, 8), frugal::runtime_error);
+    EXPECT_THROW(frugal::stream::hidden_state_offload(path, 0, 8), frugal::invalid_argument);
 }
 
 TEST(HiddenStateOffload, ReadErrorReachesTheCaller) {
     const auto path = temp_file("hidden_err");
-    frugal::hidden_state_offload store(path, 4, 64);
+    frugal::stream::hidden_state_offload store(path, 4, 64);
     store.begin_pass(true);
     for (std::size_t c = 0; c < 4; ++c) store.release((void(store.acquire(c)), c));
     store.end_pass();
@@ -180,7 +180,7 @@ TEST(HiddenStateOffload, ReadErrorReachesTheCaller) {
 }
 
 TEST(IoThread, FirstErrorIsKeptAndCancelWakesWaiters) {
-    frugal::io_thread io;
+    frugal::stream::io_thread io;
     int done = 0;
     io.submit([] {}, [&] { ++done; });
     io.wait([&] { return done == 1; });
@@ -190,7 +190,7 @@ TEST(IoThread, FirstErrorIsKeptAndCancelWakesWaiters) {
     io.submit([&] { ran = true; });  // dropped after the error
     EXPECT_THROW(io.wait([&] { return ran; }), std::logic_error);
     EXPECT_NO_THROW(io.wait([] { return true; }));  // a result already published stays readable
-    frugal::io_thread idle;
+    frugal::stream::io_thread idle;
     std::thread canceller([&] { idle.cancel(); });
     EXPECT_THROW(idle.wait([] { return false; }), frugal::runtime_error);
     canceller.join();

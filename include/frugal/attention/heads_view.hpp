@@ -9,7 +9,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 
-namespace frugal {
+namespace frugal::attention {
 
 /// `heads` matrices of `tokens x dim`, head h at `data + h * head_stride`, rows
 /// `token_stride` elements apart.
@@ -18,7 +18,7 @@ namespace frugal {
 /// (`token_major`) and `[heads, tokens, dim]` (`head_major`); any other strides work too.
 /// @code
 /// std::vector<float> q(tokens * heads * dim);           // [tokens, heads, dim]
-/// auto qv = frugal::heads_view<const float>::token_major(q.data(), tokens, heads, dim);
+/// auto qv = frugal::attention::heads_view<const float>::token_major(q.data(), tokens, heads, dim);
 /// frugal::matrix_view<const float> h3 = qv.head(3);       // tokens x dim, stride heads * dim
 /// @endcode
 template <class T>
@@ -79,4 +79,4 @@ private:
     size_type token_stride_ = 0;
 };
 
-}  // namespace frugal
+}  // namespace frugal::attention

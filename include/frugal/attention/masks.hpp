@@ -9,7 +9,7 @@
 #include "frugal/attention/host_device.hpp"
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::attention {
 
 /// Where the causal diagonal of a `q_len x kv_len` score matrix sits.
 ///
@@ -29,7 +29,7 @@ enum class tile_coverage : unsigned char { skip, full, partial };
 /// shape, so whole tiles outside the mask are skipped and only tiles the diagonal
 /// crosses are masked element by element. Every function is usable on the GPU.
 /// @code
-/// auto mask = frugal::attention_mask::causal(frugal::causal_alignment::bottom_right);
+/// auto mask = frugal::attention::attention_mask::causal(frugal::attention::causal_alignment::bottom_right);
 /// bool seen = mask.visible(/*i=*/3, /*j=*/10, /*q_len=*/4, /*kv_len=*/12);  // true: 10 <= 3 + 8
 /// @endcode
 struct attention_mask {
@@ -115,4 +115,4 @@ private:
     }
 };
 
-}  // namespace frugal
+}  // namespace frugal::attention

@@ -12,7 +12,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 
-namespace frugal {
+namespace frugal::attention {
 
 /// The base of the exponent and of the log-sum-exp a softmax state is kept in.
 ///
@@ -83,10 +83,10 @@ template <softmax_base Base>
 /// partial results. The base is part of the type, so a base-2 state cannot be merged
 /// with a base-e one by mistake.
 /// @code
-/// using state = frugal::softmax_state<frugal::softmax_base::e>;
+/// using state = frugal::attention::softmax_state<frugal::attention::softmax_base::e>;
 /// state prefix = state::from_output(prefix_out_row, prefix_lse);
 /// state suffix = state::from_output(suffix_out_row, suffix_lse);
-/// frugal::merge_state(prefix, suffix);
+/// frugal::attention::merge_state(prefix, suffix);
 /// std::vector<float> row = prefix.normalized();   // attention over prefix + suffix keys
 /// @endcode
 template <softmax_base Base>
@@ -146,7 +146,7 @@ struct softmax_state {
 /// Merges `b` into `a`: afterwards `a` is the state over the union of both key ranges,
 /// exactly (up to rounding) what one pass over all keys would give.
 /// @code
-/// frugal::merge_state(a, b);   // a := a (+) b
+/// frugal::attention::merge_state(a, b);   // a := a (+) b
 /// @endcode
 template <softmax_base Base>
 void merge_state(softmax_state<Base>& a, const softmax_state<Base>& b) {
@@ -160,7 +160,7 @@ void merge_state(softmax_state<Base>& a, const softmax_state<Base>& b) {
 
 /// The merge of all `states` (order does not matter up to rounding); throws on an empty span.
 /// @code
-/// auto whole = frugal::merge_states(std::span<const state>(parts));
+/// auto whole = frugal::attention::merge_states(std::span<const state>(parts));
 /// @endcode
 template <softmax_base Base>
 [[nodiscard]] softmax_state<Base> merge_states(std::span<const softmax_state<Base>> states) {
@@ -173,7 +173,7 @@ template <softmax_base Base>
 /// Merges a normalized output row `out_b` with log-sum-exp `lse_b` into (`out_a`, `lse_a`)
 /// in place: the row form of `merge_state` used on attention outputs with an LSE.
 /// @code
-/// frugal::merge_output<frugal::softmax_base::e>(prefix_row, prefix_lse, suffix_row, suffix_lse);
+/// frugal::attention::merge_output<frugal::attention::softmax_base::e>(prefix_row, prefix_lse, suffix_row, suffix_lse);
 /// @endcode
 template <softmax_base Base>
 void merge_output(std::span<float> out_a, float& lse_a, std::span<const float> out_b, float lse_b) {
@@ -186,4 +186,4 @@ void merge_output(std::span<float> out_a, float& lse_a, std::span<const float> o
     lse_a = w.max + softmax_math::log_in<Base>(total);
 }
 
-}  // namespace frugal
+}  // namespace frugal::attention

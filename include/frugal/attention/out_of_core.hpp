@@ -17,14 +17,14 @@
 
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/online_softmax.hpp"
-#include "frugal/attention/parallel_for.hpp"
+#include "frugal/core/parallel_for.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/memory_budget.hpp"
-#include "frugal/schedule/attention_plan.hpp"
+#include "frugal/attention/attention_plan.hpp"
 
-namespace frugal {
+namespace frugal::attention {
 
 /// Where streamed K/V rows come from: `load(head, begin, k, v)` fills `k` and `v`
 /// (`n x head_dim` views) with rows [begin, begin + n) of KV head `head`.
@@ -33,7 +33,7 @@ namespace frugal {
 ///     std::size_t kv_heads() const; std::size_t tokens() const; std::size_t head_dim() const;
 ///     void load(std::size_t head, std::size_t begin, frugal::matrix_view<float> k, frugal::matrix_view<float> v);
 /// };
-/// static_assert(frugal::kv_source<my_source>);
+/// static_assert(frugal::attention::kv_source<my_source>);
 /// @endcode
 template <class S>
 concept kv_source = requires(S& s, const S& cs, std::size_t i, matrix_view<float> dst) {
@@ -46,7 +46,7 @@ concept kv_source = requires(S& s, const S& cs, std::size_t i, matrix_view<float
 /// K/V held in host memory (the caller's views), copied block by block as a device
 /// would receive them.
 /// @code
-/// frugal::memory_kv_source src(k_view, v_view);
+/// frugal::attention::memory_kv_source src(k_view, v_view);
 /// @endcode
 class memory_kv_source {
 public:
@@ -75,8 +75,8 @@ static_assert(kv_source<memory_kv_source>);
 /// heads in the same layout (what `write_kv_file` writes). A short file is rejected at
 /// open; read errors throw `frugal::runtime_error`.
 /// @code
-/// frugal::write_kv_file("prefix.kv", k_view, v_view);
-/// frugal::file_kv_source src("prefix.kv", kv_heads, tokens, head_dim);
+/// frugal::attention::write_kv_file("prefix.kv", k_view, v_view);
+/// frugal::attention::file_kv_source src("prefix.kv", kv_heads, tokens, head_dim);
 /// @endcode
 class file_kv_source {
 public:
@@ -124,7 +124,7 @@ static_assert(kv_source<file_kv_source>);
 
 /// Writes `k` and `v` in `file_kv_source`'s layout.
 /// @code
-/// frugal::write_kv_file("prefix.kv", k_view, v_view);
+/// frugal::attention::write_kv_file("prefix.kv", k_view, v_view);
 /// @endcode
 inline void write_kv_file(const std::filesystem::path& path, heads_view<const float> k, heads_view<const float> v) {
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.string().c_str(), "wb"), &std::fclose);
@@ -141,7 +141,7 @@ inline void write_kv_file(const std::filesystem::path& path, heads_view<const fl
 /// Attention over K/V streamed block by block from a `kv_source`: each block is loaded
 /// once and folded into every query tile's online-softmax state, so only one KV block,
 /// the tile workspace and two floats per query row are resident.
-namespace out_of_core_attention {
+namespace out_of_core {
 
 /// A streaming plan: the tile plan, the KV rows per streamed block and the exact workspace.
 struct streaming_plan {
@@ -160,7 +160,7 @@ struct streaming_plan {
 /// Splits `budget` between the tile workspace (at most half of what the row states
 /// leave) and the largest KV block that fits the rest. Throws naming the minimum.
 /// @code
-/// auto plan = frugal::out_of_core_attention::plan(shape, {.mask = frugal::attention_mask::causal()},
+/// auto plan = frugal::attention::out_of_core::plan(shape, {.mask = frugal::attention::attention_mask::causal()},
 ///                                                 frugal::memory_budget::mib(64));
 /// @endcode
 [[nodiscard]] inline streaming_plan plan(const attention_shape& shape, const attention_options& options,
@@ -181,8 +181,8 @@ struct streaming_plan {
 
 /// Runs `p` with K/V from `source`; `q`, `out`, `lse` as in `tiled_attention::run`.
 /// @code
-/// frugal::file_kv_source src("prefix.kv", 8, 32768, 128);
-/// frugal::out_of_core_attention::run(plan, cpu, q, src, out, lse);
+/// frugal::attention::file_kv_source src("prefix.kv", 8, 32768, 128);
+/// frugal::attention::out_of_core::run(plan, cpu, q, src, out, lse);
 /// @endcode
 template <class Backend, kv_source Source>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
@@ -243,7 +243,7 @@ void run(const streaming_plan& p, Backend&& backend, heads_view<const float> q, 
 /// (`out`, `lse`), row by row and exactly: prefix reuse computes the suffix queries
 /// against the cached prefix K/V and against their own K/V, then merges.
 /// @code
-/// frugal::out_of_core_attention::merge_partial<frugal::softmax_base::e>(out, lse, suffix_out, suffix_lse);
+/// frugal::attention::out_of_core::merge_partial<frugal::attention::softmax_base::e>(out, lse, suffix_out, suffix_lse);
 /// @endcode
 template <softmax_base Base>
 void merge_partial(heads_view<float> out, matrix_view<float> lse, heads_view<const float> other,
@@ -260,5 +260,5 @@ void merge_partial(heads_view<float> out, matrix_view<float> lse, heads_view<con
         }
 }
 
-}  // namespace out_of_core_attention
-}  // namespace frugal
+}  // namespace out_of_core
+}  // namespace frugal::attention

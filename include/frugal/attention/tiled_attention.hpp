@@ -15,14 +15,14 @@
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/online_softmax.hpp"
-#include "frugal/attention/parallel_for.hpp"
+#include "frugal/core/parallel_for.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/core/memory_budget.hpp"
-#include "frugal/schedule/attention_plan.hpp"
+#include "frugal/attention/attention_plan.hpp"
 
-namespace frugal {
+namespace frugal::attention {
 
 /// A backend's optional fused row step of the online softmax on one score tile `s`
 /// (already in base-2 units, masked keys at -inf): per row r, the new running max
@@ -162,12 +162,12 @@ inline void check_attention_views(const attention_shape& sh, const heads_view<co
 /// FlashAttention-2 style attention: out = softmax(scale * Q K^T + mask) V per head,
 /// computed tile by tile with an online softmax so the `q_len x kv_len` score matrix is
 /// never materialized. The answer to HyperGen's staged attention (hypergen.txt 3.2).
-namespace tiled_attention {
+namespace tiled {
 
 /// Picks the query tile, KV tile and number of concurrent workers so the workspace
 /// fits `budget` (see `plan_attention_tiles`); `workspace_bytes()` is exact.
 /// @code
-/// auto plan = frugal::tiled_attention::plan(shape, {.mask = frugal::attention_mask::causal(), .threads = 2},
+/// auto plan = frugal::attention::tiled::plan(shape, {.mask = frugal::attention::attention_mask::causal(), .threads = 2},
 ///                                           frugal::memory_budget::mib(16));
 /// @endcode
 [[nodiscard]] inline attention_plan plan(const attention_shape& shape, const attention_options& options,
@@ -183,7 +183,7 @@ namespace tiled_attention {
 /// with `plan.workers() > 1` the backend is called from several threads at once.
 /// @code
 /// std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
-/// frugal::tiled_attention::run(plan, cpu, q, k, v, out, {}, std::span<float>(ws));
+/// frugal::attention::tiled::run(plan, cpu, q, k, v, out, {}, std::span<float>(ws));
 /// @endcode
 template <class Backend>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
@@ -222,8 +222,8 @@ void run(const attention_plan& plan, Backend&& backend, heads_view<const float> 
 
 /// Runs `plan` with a workspace it allocates (exactly `plan.workspace_bytes()`).
 /// @code
-/// auto plan = frugal::tiled_attention::plan(shape, {}, frugal::memory_budget::mib(16));
-/// frugal::tiled_attention::run(plan, frugal::eigen::attention_backend{}, q, k, v, out);
+/// auto plan = frugal::attention::tiled::plan(shape, {}, frugal::memory_budget::mib(16));
+/// frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{}, q, k, v, out);
 /// @endcode
 template <class Backend>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
@@ -233,5 +233,5 @@ void run(const attention_plan& plan, Backend&& backend, heads_view<const float> 
     run(plan, std::forward<Backend>(backend), q, k, v, out, lse, std::span<float>(workspace));
 }
 
-}  // namespace tiled_attention
-}  // namespace frugal
+}  // namespace tiled
+}  // namespace frugal::attention

@@ -18,13 +18,13 @@
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// Why an entry left the cache (or never entered it); passed to the eviction callback and
 /// counted in `cache_stats::evictions`.
 /// @code
-/// c.set_eviction_callback([](auto&, auto& v, frugal::eviction_reason r) {
-///     if (r == frugal::eviction_reason::capacity) demote(v); else release(v); });
+/// c.set_eviction_callback([](auto&, auto& v, frugal::cache::eviction_reason r) {
+///     if (r == frugal::cache::eviction_reason::capacity) demote(v); else release(v); });
 /// @endcode
 enum class eviction_reason : std::uint8_t {
     capacity,  ///< chosen by the policy to make room (including W-TinyLFU admission losers)
@@ -41,7 +41,7 @@ inline constexpr std::size_t eviction_reason_count = 5;
 /// @code
 /// auto s = cache.stats();
 /// double hr = s.hit_ratio();
-/// auto by_policy = s.evicted(frugal::eviction_reason::capacity);
+/// auto by_policy = s.evicted(frugal::cache::eviction_reason::capacity);
 /// @endcode
 struct cache_stats {
     std::uint64_t hits = 0, misses = 0;
@@ -60,7 +60,7 @@ struct cache_stats {
 
 /// Weighs every entry as 1: the capacity counts entries (the default weigher).
 /// @code
-/// frugal::lru_cache<int, int, frugal::unit_weigher> c(100);   // 100 entries
+/// frugal::cache::lru_cache<int, int, frugal::cache::unit_weigher> c(100);   // 100 entries
 /// @endcode
 struct unit_weigher {
     template <class Key, class Value>
@@ -72,14 +72,14 @@ struct unit_weigher {
 /// A weigher returns the cost of an entry in capacity units (bytes, pages, entries).
 /// @code
 /// auto bytes = [](const int&, const std::string& s) { return s.size(); };
-/// static_assert(frugal::cache_weigher<decltype(bytes), int, std::string>);
+/// static_assert(frugal::cache::cache_weigher<decltype(bytes), int, std::string>);
 /// @endcode
 template <class W, class Key, class Value>
 concept cache_weigher = std::is_invocable_r_v<std::size_t, const W&, const Key&, const Value&>;
 
 /// Result of `basic_cache::put`.
 /// @code
-/// if (c.put(k, v) == frugal::put_result::rejected) keep_elsewhere(k);
+/// if (c.put(k, v) == frugal::cache::put_result::rejected) keep_elsewhere(k);
 /// @endcode
 enum class put_result : std::uint8_t {
     inserted,  ///< a new key was admitted
@@ -99,8 +99,8 @@ namespace detail {
 /// erases allocate nothing; only growth of the bucket array does (amortized, doubling).
 /// The default index of `basic_cache`.
 /// @code
-/// frugal::basic_cache<int, int, frugal::lru_policy, frugal::unit_weigher, std::hash<int>,
-///                     std::equal_to<int>, frugal::intrusive_index> c(100);
+/// frugal::cache::basic_cache<int, int, frugal::cache::lru_policy, frugal::cache::unit_weigher, std::hash<int>,
+///                     std::equal_to<int>, frugal::cache::intrusive_index> c(100);
 /// @endcode
 struct intrusive_index {
     // The hash is kept in the entry (`cache_node::hash`), not in the hook: one word less.
@@ -170,8 +170,8 @@ struct intrusive_index {
 /// Index on any std::unordered_map-like `Map<Key, Node*, Hash, KeyEqual>` (std::unordered_map,
 /// a flat map, a concurrent map): pick it to plug in your own map type.
 /// @code
-/// using my_cache = frugal::basic_cache<int, float, frugal::lru_policy, frugal::unit_weigher,
-///     std::hash<int>, std::equal_to<int>, frugal::map_index<std::unordered_map>>;
+/// using my_cache = frugal::cache::basic_cache<int, float, frugal::cache::lru_policy, frugal::cache::unit_weigher,
+///     std::hash<int>, std::equal_to<int>, frugal::cache::map_index<std::unordered_map>>;
 /// @endcode
 template <template <class, class, class, class, class...> class Map>
 struct map_index {
@@ -226,8 +226,8 @@ struct cache_node : PolicyData {
 /// the same way. Hits, replacements and (in steady state) misses allocate nothing: entries
 /// sit on Boost.Intrusive hooks and freed entries are recycled.
 /// @code
-/// frugal::lru_cache<std::uint64_t, block_handle> c(1000);
-/// c.set_eviction_callback([](auto& key, auto& value, frugal::eviction_reason) { release(value); });
+/// frugal::cache::lru_cache<std::uint64_t, block_handle> c(1000);
+/// c.set_eviction_callback([](auto& key, auto& value, frugal::cache::eviction_reason) { release(value); });
 /// if (auto* v = c.get(42)) use(*v); else c.put(42, load(42));
 /// @endcode
 template <class Key, class Value, class Policy, class Weigher = unit_weigher, class Hash = std::hash<Key>,
@@ -524,4 +524,4 @@ private:
     }();
 };
 
-}  // namespace frugal
+}  // namespace frugal::cache

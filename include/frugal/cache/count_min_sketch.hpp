@@ -10,7 +10,7 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// Count-min sketch of 4 rows of 4-bit counters (saturating at 15) with TinyLFU's reset:
 /// after 10 x capacity increments every counter is halved, so the estimate follows recent
@@ -18,7 +18,7 @@ namespace frugal {
 /// Counters are kept one per byte rather than packed: the table is small (4 x capacity bytes)
 /// and byte access keeps the increment branch-free.
 /// @code
-/// frugal::count_min_sketch s(1000);
+/// frugal::cache::count_min_sketch s(1000);
 /// s.increment(hash);
 /// unsigned f = s.estimate(hash);
 /// @endcode
@@ -78,4 +78,4 @@ private:
     std::size_t width_ = 0, sample_size_ = 0, additions_ = 0;
 };
 
-}  // namespace frugal
+}  // namespace frugal::cache

@@ -17,11 +17,11 @@
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// A table of float rows that can be read one row at a time (from disk, flash, a remote tier).
 /// @code
-/// static_assert(frugal::row_store<frugal::row_file>);
+/// static_assert(frugal::cache::row_store<frugal::cache::row_file>);
 /// @endcode
 template <class S>
 concept row_store = requires(S& s, const S& cs, std::size_t r, std::span<float> out) {
@@ -33,7 +33,7 @@ concept row_store = requires(S& s, const S& cs, std::size_t r, std::span<float> 
 /// Rows of a float32 table stored row-major, without header, in a binary file (native byte
 /// order), read with one seek and one read per row.
 /// @code
-/// frugal::row_file table("embeddings.f32", 1024);   // rows = file size / (1024 * 4)
+/// frugal::cache::row_file table("embeddings.f32", 1024);   // rows = file size / (1024 * 4)
 /// @endcode
 class row_file {
 public:
@@ -69,7 +69,7 @@ static_assert(row_store<row_file>);
 /// reads the row from the store. Token activation is sparse (6.75% of a 151k vocabulary in
 /// the paper), so a small cache replaces the whole table.
 /// @code
-/// frugal::embedding_row_cache cache(frugal::row_file("embed.f32", 1024), 4096);
+/// frugal::cache::embedding_row_cache cache(frugal::cache::row_file("embed.f32", 1024), 4096);
 /// cache.gather(tokens, hidden);   // hidden: tokens.size() x 1024
 /// @endcode
 template <row_store Store>
@@ -130,4 +130,4 @@ private:
     std::uint64_t reads_ = 0;
 };
 
-}  // namespace frugal
+}  // namespace frugal::cache

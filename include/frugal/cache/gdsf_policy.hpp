@@ -11,7 +11,7 @@
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/priority_buckets.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// Priority = L + frequency x Score(cost, weight), where the clock L is raised to the
 /// priority of each evicted entry (Cherkasova 1998; Arlitt et al. 2000). The victim has the
@@ -71,14 +71,14 @@ struct lfuda_score {
 /// GreedyDual-Size-Frequency: priority = L + frequency x cost / weight. Pass the miss cost
 /// (e.g. recompute time, RAGCache's PGDSF) as `put(key, value, cost)`; use a byte weigher.
 /// @code
-/// frugal::gdsf_cache<chunk_id, kv_handle, kv_bytes> c(64 << 20);
+/// frugal::cache::gdsf_cache<chunk_id, kv_handle, kv_bytes> c(64 << 20);
 /// c.put(id, handle, prefill_ms);
 /// @endcode
 using gdsf_policy = aging_policy<detail::gdsf_score>;
 
 /// LFU with dynamic aging: priority = L + frequency, so old popular entries age out.
 /// @code
-/// frugal::lfuda_cache<std::uint64_t, int> c(1000);
+/// frugal::cache::lfuda_cache<std::uint64_t, int> c(1000);
 /// @endcode
 using lfuda_policy = aging_policy<detail::lfuda_score>;
 
@@ -92,4 +92,4 @@ template <class Key, class Value, class Weigher = unit_weigher, class Hash = std
           class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
 using lfuda_cache = basic_cache<Key, Value, lfuda_policy, Weigher, Hash, KeyEqual, Index>;
 
-}  // namespace frugal
+}  // namespace frugal::cache

@@ -9,14 +9,14 @@
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/priority_buckets.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// Least-frequently-used replacement in O(1) per access (frequency buckets, Shah, Mitra and
 /// Matani 2010): the victim has the fewest accesses since it entered the cache, the least
 /// recently promoted among equals. Pinning and unpinning are O(log b), b the number of
 /// distinct frequencies.
 /// @code
-/// frugal::basic_cache<int, std::string, frugal::lfu_policy> c(100);
+/// frugal::cache::basic_cache<int, std::string, frugal::cache::lfu_policy> c(100);
 /// @endcode
 struct lfu_policy {
     using node_data = detail::bucket_node_data;
@@ -46,10 +46,10 @@ struct lfu_policy {
 
 /// An O(1) LFU cache of `capacity` weight units (entries by default).
 /// @code
-/// frugal::lfu_cache<std::uint64_t, int> c(1000);
+/// frugal::cache::lfu_cache<std::uint64_t, int> c(1000);
 /// @endcode
 template <class Key, class Value, class Weigher = unit_weigher, class Hash = std::hash<Key>,
           class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
 using lfu_cache = basic_cache<Key, Value, lfu_policy, Weigher, Hash, KeyEqual, Index>;
 
-}  // namespace frugal
+}  // namespace frugal::cache

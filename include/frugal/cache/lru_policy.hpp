@@ -9,7 +9,7 @@
 
 #include "frugal/cache/basic_cache.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 namespace detail {
 struct lru_tag;
@@ -50,7 +50,7 @@ private:
 /// Least-recently-used replacement: the victim is the entry whose last access is oldest.
 /// Reproduces the LRU hit ratios of the ARC paper (Megiddo & Modha, FAST'03) exactly.
 /// @code
-/// frugal::basic_cache<int, std::string, frugal::lru_policy> c(100);
+/// frugal::cache::basic_cache<int, std::string, frugal::cache::lru_policy> c(100);
 /// @endcode
 struct lru_policy {
     struct node_data : detail::lru_hook {};
@@ -74,7 +74,7 @@ struct lru_policy {
 
 /// An LRU cache of `capacity` weight units (entries by default).
 /// @code
-/// frugal::lru_cache<std::uint64_t, int> c(1000);
+/// frugal::cache::lru_cache<std::uint64_t, int> c(1000);
 /// c.put(7, 1);
 /// int* v = c.get(7);
 /// @endcode
@@ -82,4 +82,4 @@ template <class Key, class Value, class Weigher = unit_weigher, class Hash = std
           class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
 using lru_cache = basic_cache<Key, Value, lru_policy, Weigher, Hash, KeyEqual, Index>;
 
-}  // namespace frugal
+}  // namespace frugal::cache

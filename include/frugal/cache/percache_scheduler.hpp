@@ -15,11 +15,11 @@
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// How predicted queries populate the caches (section 4.3.1).
 /// @code
-/// if (frugal::choose_population(tau, cutoff) == frugal::population_strategy::prefill_only) prefill(q);
+/// if (frugal::cache::choose_population(tau, cutoff) == frugal::cache::population_strategy::prefill_only) prefill(q);
 /// @endcode
 enum class population_strategy {
     prefill_only,        ///< QKV tensors into the knowledge bank; the query enters the QA bank without an answer
@@ -29,7 +29,7 @@ enum class population_strategy {
 /// Adaptive cache population (section 4.3.2): above the cutoff tau_scheduler few queries will
 /// match the QA bank, so decoding predicted queries is wasted work: prefill only.
 /// @code
-/// auto s = frugal::choose_population(bank.tau(), 0.88);
+/// auto s = frugal::cache::choose_population(bank.tau(), 0.88);
 /// @endcode
 [[nodiscard]] inline population_strategy choose_population(double tau_query, double tau_scheduler) {
     FRUGAL_CHECK(std::isfinite(tau_query) && std::isfinite(tau_scheduler), "choose_population: tau_query ", tau_query,
@@ -40,7 +40,7 @@ enum class population_strategy {
 /// QKV cache -> QA bank conversion (section 4.3.3): the entries stored without an answer,
 /// to decode in idle time. Sorted by id (insertion order).
 /// @code
-/// for (auto id : frugal::decode_worklist(bank)) bank.set_answer(id, llm.decode(bank.find(id)->query));
+/// for (auto id : frugal::cache::decode_worklist(bank)) bank.set_answer(id, llm.decode(bank.find(id)->query));
 /// @endcode
 template <class Bank>
 [[nodiscard]] std::vector<typename Bank::entry_id> decode_worklist(const Bank& bank) {
@@ -56,7 +56,7 @@ template <class Bank>
 /// longer all in the knowledge bank, oldest first, as long as re-prefilling their missing
 /// chunks (`chunk_bytes(id)` each) fits in the tree's free bytes.
 /// @code
-/// auto ids = frugal::reprefill_worklist(bank, tree, [&](auto chunk) { return kv_bytes(chunk); });
+/// auto ids = frugal::cache::reprefill_worklist(bank, tree, [&](auto chunk) { return kv_bytes(chunk); });
 /// @endcode
 template <class Bank, class ChunkId, class Handle, class Policy, class Hash, class ChunkBytes>
 [[nodiscard]] std::vector<typename Bank::entry_id> reprefill_worklist(const Bank& bank,
@@ -85,7 +85,7 @@ template <class Bank, class ChunkId, class Handle, class Policy, class Hash, cla
 /// `new_chunks`, any norm) has a cosine similarity above the entry's refresh floor (the
 /// similarity of its k_refresh-th best chunk), i.e. would enter its top-k_refresh.
 /// @code
-/// for (auto id : frugal::refresh_worklist(bank, new_chunk_embeddings)) requeue(id);
+/// for (auto id : frugal::cache::refresh_worklist(bank, new_chunk_embeddings)) requeue(id);
 /// @endcode
 template <class Bank>
 [[nodiscard]] std::vector<typename Bank::entry_id> refresh_worklist(const Bank& bank, matrix_view<const float> new_chunks) {
@@ -93,7 +93,7 @@ template <class Bank>
                  " dimensions for a bank of ", bank.dim());
     std::vector<float> units(new_chunks.rows() * bank.dim());
     for (std::size_t r = 0; r < new_chunks.rows(); ++r)
-        normalize_into(new_chunks.row(r), std::span<float>(units).subspan(r * bank.dim(), bank.dim()));
+        retrieve::normalize_into(new_chunks.row(r), std::span<float>(units).subspan(r * bank.dim(), bank.dim()));
     std::vector<typename Bank::entry_id> ids;
     bank.for_each([&](const auto& id, const auto& e) {
         const auto q = bank.embedding(e);
@@ -114,8 +114,8 @@ template <class Bank>
 /// future queries and hands each to `populate(query, strategy)`, which runs prefill (and
 /// decode) and fills the banks. Returns how many queries were populated.
 /// @code
-/// frugal::populate_predicted([&](std::size_t n) { return llm.predict_queries(abstract, n); }, 3,
-///     frugal::choose_population(bank.tau(), 0.88), [&](const std::string& q, auto s) { run(q, s); });
+/// frugal::cache::populate_predicted([&](std::size_t n) { return llm.predict_queries(abstract, n); }, 3,
+///     frugal::cache::choose_population(bank.tau(), 0.88), [&](const std::string& q, auto s) { run(q, s); });
 /// @endcode
 template <class Predict, class Populate>
 std::size_t populate_predicted(Predict&& predict, std::size_t stride, population_strategy strategy, Populate&& populate) {
@@ -130,4 +130,4 @@ std::size_t populate_predicted(Predict&& predict, std::size_t stride, population
     return n;
 }
 
-}  // namespace frugal
+}  // namespace frugal::cache

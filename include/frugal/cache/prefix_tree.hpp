@@ -36,7 +36,7 @@
 #include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/memory_budget.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 namespace detail {
 /// Hash index of a prefix tree's nodes by (parent, chunk id): open addressing with linear
@@ -133,7 +133,7 @@ struct huge_page_pool_blocks {
 
 /// Eviction order of a prefix tree's leaves: least recently used first.
 /// @code
-/// frugal::prefix_tree<int, int, frugal::tree_lru> t(frugal::memory_budget(1 << 20));
+/// frugal::cache::prefix_tree<int, int, frugal::cache::tree_lru> t(frugal::memory_budget(1 << 20));
 /// @endcode
 struct tree_lru {
     static double priority(std::uint64_t /*frequency*/, std::uint64_t tick, double /*cost*/, std::size_t /*bytes*/,
@@ -144,7 +144,7 @@ struct tree_lru {
 /// Eviction order of a prefix tree's leaves: fewest accesses first (oldest among equals);
 /// PerCache's knowledge-bank policy (section 4.1.3), the default.
 /// @code
-/// frugal::prefix_tree<int, int, frugal::tree_lfu> t(frugal::memory_budget(1 << 20));
+/// frugal::cache::prefix_tree<int, int, frugal::cache::tree_lfu> t(frugal::memory_budget(1 << 20));
 /// @endcode
 struct tree_lfu {
     static double priority(std::uint64_t frequency, std::uint64_t, double, std::size_t, double) noexcept {
@@ -154,7 +154,7 @@ struct tree_lfu {
 /// Eviction order of a prefix tree's leaves: PGDSF (RAGCache), clock + frequency x cost /
 /// bytes, the clock raised to each evicted priority.
 /// @code
-/// frugal::prefix_tree<int, int, frugal::tree_gdsf> t(frugal::memory_budget(1 << 20));
+/// frugal::cache::prefix_tree<int, int, frugal::cache::tree_gdsf> t(frugal::memory_budget(1 << 20));
 /// t.insert(chunks, values);   // values[i].cost = prefill time of chunk i
 /// @endcode
 struct tree_gdsf {
@@ -166,7 +166,7 @@ struct tree_gdsf {
 /// What the tree stores for one chunk: the caller's handle to its tensors (a device pointer,
 /// a file offset), their size in bytes and the cost of recomputing them (for `tree_gdsf`).
 /// @code
-/// frugal::chunk_value<std::uint64_t> v{.handle = file_offset, .bytes = kv_bytes, .cost = prefill_ms};
+/// frugal::cache::chunk_value<std::uint64_t> v{.handle = file_offset, .bytes = kv_bytes, .cost = prefill_ms};
 /// @endcode
 template <class Handle>
 struct chunk_value {
@@ -182,9 +182,9 @@ struct chunk_value {
 /// `Policy` order, O(log n) per eviction (an intrusive red-black tree of the evictable leaves:
 /// no heap rebuild per eviction). `save`/`load` persist the index crash-safely.
 /// @code
-/// frugal::prefix_tree<std::uint32_t, std::uint64_t> tree(frugal::memory_budget::mib(512));
+/// frugal::cache::prefix_tree<std::uint32_t, std::uint64_t> tree(frugal::memory_budget::mib(512));
 /// auto m = tree.match(chunks);                 // m.length() chunks reusable, pinned
-/// std::vector<frugal::chunk_value<std::uint64_t>> v = prefill(chunks, m.length());
+/// std::vector<frugal::cache::chunk_value<std::uint64_t>> v = prefill(chunks, m.length());
 /// tree.insert(chunks, v);                      // values for positions < m.length() are ignored
 /// m.release();
 /// @endcode
@@ -593,4 +593,4 @@ private:
     eviction_callback on_evict_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::cache

@@ -13,7 +13,7 @@
 
 #include "frugal/core/assert.hpp"
 
-namespace frugal::detail {
+namespace frugal::cache::detail {
 
 struct bucket_entry_tag;
 /// Base hook of an entry inside its priority bucket.
@@ -135,4 +135,4 @@ private:
     std::vector<bucket*> spare_;
 };
 
-}  // namespace frugal::detail
+}  // namespace frugal::cache::detail

@@ -15,11 +15,11 @@
 
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/lru_policy.hpp"
-#include "frugal/cache/similarity_index.hpp"
+#include "frugal/retrieve/similarity_index.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/memory_budget.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// One QA-bank entry: the query text, its answer (empty until decoded: PerCache's
 /// prefill-only population stores queries without answers), the knowledge chunks retrieved
@@ -72,12 +72,12 @@ struct qa_weigher {
 /// from `Index` (the exhaustive `flat_similarity_index`, `frugal::eigen::flat_similarity_index`,
 /// or your vector index).
 /// @code
-/// frugal::semantic_cache<std::string> bank(frugal::memory_budget::mib(64), 384, 0.9);
+/// frugal::cache::semantic_cache<std::string> bank(frugal::memory_budget::mib(64), 384, 0.9);
 /// if (auto hit = bank.lookup(text, embedding); hit && hit->entry->answer) return *hit->entry->answer;
 /// auto id = bank.insert(text, embedding);   // answered later: bank.set_answer(*id, reply)
 /// @endcode
-template <class Answer, class ChunkId = std::uint32_t, class Index = flat_similarity_index<>, class Policy = lru_policy>
-    requires similarity_index<Index>
+template <class Answer, class ChunkId = std::uint32_t, class Index = retrieve::flat_similarity_index<>, class Policy = lru_policy>
+    requires retrieve::similarity_index<Index>
 class semantic_cache {
 public:
     using entry_id = std::uint64_t;
@@ -122,7 +122,7 @@ public:
             const entry_type* e = entries_.get(it->second);
             return hit{it->second, e, 1.0f, true};
         }
-        normalize_into(embedding, unit_);
+        retrieve::normalize_into(embedding, unit_);
         const auto best = index_.nearest(unit_);
         if (!best || best->similarity < tau_) {
             ++misses_;
@@ -139,7 +139,7 @@ public:
     std::optional<entry_id> insert(std::string query, std::span<const float> embedding,
                                    std::optional<Answer> answer = std::nullopt, std::vector<ChunkId> chunks = {},
                                    float refresh_floor = std::numeric_limits<float>::infinity()) {
-        normalize_into(embedding, unit_);
+        retrieve::normalize_into(embedding, unit_);
         if (auto it = by_text_.find(query); it != by_text_.end()) entries_.erase(it->second);
         const std::size_t slot = take_slot();
         index_.store(slot, unit_);
@@ -228,4 +228,4 @@ private:
     std::uint64_t misses_ = 0;
 };
 
-}  // namespace frugal
+}  // namespace frugal::cache

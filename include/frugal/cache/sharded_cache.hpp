@@ -13,7 +13,7 @@
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// A thread-safe cache made of `shards` independent caches (`Cache`, e.g. `lru_cache<K, V>`),
 /// each behind its own mutex; a key always maps to the same shard, so each shard's policy
@@ -21,7 +21,7 @@ namespace frugal {
 /// wrapper when several threads share one. Values leave the lock as copies (`get`) or are
 /// visited under it (`visit`).
 /// @code
-/// frugal::sharded_cache<frugal::lru_cache<std::uint64_t, block>> c(100000, 16);
+/// frugal::cache::sharded_cache<frugal::cache::lru_cache<std::uint64_t, block>> c(100000, 16);
 /// c.put(7, b);                                  // from any thread
 /// std::optional<block> v = c.get(7);
 /// @endcode
@@ -127,4 +127,4 @@ private:
     std::vector<std::unique_ptr<shard>> shards_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::cache

@@ -11,7 +11,7 @@
 #include "frugal/cache/count_min_sketch.hpp"
 #include "frugal/cache/lru_policy.hpp"
 
-namespace frugal {
+namespace frugal::cache {
 
 /// W-TinyLFU (Einziger, Friedman and Manes, ACM ToS 2017): new entries enter a small LRU
 /// window (1% of the capacity by default); an entry leaving the window competes with the
@@ -26,9 +26,9 @@ namespace frugal {
 /// reverses when it fell, and the step decays by 0.98 per sample unless the hit ratio moved
 /// by 5 points or more (then it restarts at 6.25%). The window stays within [1, capacity - 1].
 /// @code
-/// frugal::wtinylfu_cache<std::uint64_t, int> c(1000);
-/// frugal::basic_cache<int, int, frugal::wtinylfu_policy<>> d(1000, {}, {}, {}, 0.05);  // 5% window
-/// frugal::basic_cache<int, int, frugal::adaptive_wtinylfu_policy> e(1000);           // hill climbing
+/// frugal::cache::wtinylfu_cache<std::uint64_t, int> c(1000);
+/// frugal::cache::basic_cache<int, int, frugal::cache::wtinylfu_policy<>> d(1000, {}, {}, {}, 0.05);  // 5% window
+/// frugal::cache::basic_cache<int, int, frugal::cache::adaptive_wtinylfu_policy> e(1000);           // hill climbing
 /// @endcode
 template <class Sketch = count_min_sketch, bool Adaptive = false>
 struct wtinylfu_policy {
@@ -146,16 +146,16 @@ struct wtinylfu_policy {
 
 /// W-TinyLFU whose window size is tuned by hill climbing on the hit ratio (see `wtinylfu_policy`).
 /// @code
-/// frugal::basic_cache<int, int, frugal::adaptive_wtinylfu_policy> c(1000);
+/// frugal::cache::basic_cache<int, int, frugal::cache::adaptive_wtinylfu_policy> c(1000);
 /// @endcode
 using adaptive_wtinylfu_policy = wtinylfu_policy<count_min_sketch, true>;
 
 /// A W-TinyLFU cache of `capacity` weight units (entries by default).
 /// @code
-/// frugal::wtinylfu_cache<std::uint64_t, int> c(1000);
+/// frugal::cache::wtinylfu_cache<std::uint64_t, int> c(1000);
 /// @endcode
 template <class Key, class Value, class Weigher = unit_weigher, class Hash = std::hash<Key>,
           class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
 using wtinylfu_cache = basic_cache<Key, Value, wtinylfu_policy<>, Weigher, Hash, KeyEqual, Index>;
 
-}  // namespace frugal
+}  // namespace frugal::cache

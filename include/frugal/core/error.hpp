@@ -2,11 +2,20 @@
 /// @file
 /// frugal's exceptions and the FRUGAL_CHECK family of macros.
 
-#include <source_location>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <version>
+
+// The failing function's name for check messages: std::source_location where the standard
+// library has it (clang 14 with libstdc++ does not), else __func__.
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#define FRUGAL_DETAIL_FUNCTION_NAME std::source_location::current().function_name()
+#else
+#define FRUGAL_DETAIL_FUNCTION_NAME __func__
+#endif
 
 namespace frugal {
 
@@ -64,10 +73,10 @@ template <class... Parts>
 }
 
 template <class Error, class... Parts>
-[[noreturn]] void raise(std::source_location where, const char* condition, const Parts&... parts) {
+[[noreturn]] void raise(const char* function, const char* condition, const Parts&... parts) {
     std::string message = concat("frugal: ", parts...);
     if (condition != nullptr) {
-        message += concat(" [check '", condition, "' failed in ", where.function_name(), "]");
+        message += concat(" [check '", condition, "' failed in ", function, "]");
     }
     throw Error(message);
 }
@@ -82,7 +91,7 @@ template <class Error, class... Parts>
 #define FRUGAL_CHECK_AS(Kind, cond, ...)                                                   \
     do {                                                                                   \
         if (!(cond)) [[unlikely]] {                                                        \
-            ::frugal::detail::raise<Kind>(std::source_location::current(), #cond,          \
+            ::frugal::detail::raise<Kind>(FRUGAL_DETAIL_FUNCTION_NAME, #cond,              \
                                           __VA_ARGS__);                                    \
         }                                                                                  \
     } while (false)
@@ -95,4 +104,4 @@ template <class Error, class... Parts>
 
 /// Throws `Kind` unconditionally with the streamed message parts.
 #define FRUGAL_FAIL(Kind, ...) \
-    ::frugal::detail::raise<Kind>(std::source_location::current(), nullptr, __VA_ARGS__)
+    ::frugal::detail::raise<Kind>(FRUGAL_DETAIL_FUNCTION_NAME, nullptr, __VA_ARGS__)

@@ -157,7 +157,7 @@ public:
                         head[3] ? "signed" : "unsigned", " tokens, not this token type");
         std::uint64_t sizes[3];
         take(sizes, sizeof sizes, "the sizes");
-        const auto [max_tokens, docs, tokens] = sizes;
+        const std::uint64_t max_tokens = sizes[0], docs = sizes[1], tokens = sizes[2];
         if (max_tokens < 1 || max_tokens > suffix_automaton<Token>::max_tokens || tokens > max_tokens ||
             docs > tokens || (tokens > 0 && docs == 0))
             FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: ", docs, " documents, ", tokens,

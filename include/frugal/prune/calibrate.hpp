@@ -20,7 +20,7 @@
 #include "frugal/prune/progressive_selection.hpp"
 #include "frugal/prune/trajectory.hpp"
 
-namespace frugal {
+namespace frugal::prune {
 
 /// Precision and compute of a policy replayed over a trajectory set.
 struct pruning_evaluation {
@@ -41,7 +41,7 @@ struct pruning_evaluation {
 /// select or drop them; survivors of the last layer are ranked by their final scores.
 /// `make_policy()` returns a fresh pruning_policy per query.
 /// @code
-/// auto eval = frugal::evaluate_pruning(set, 10, [] { return frugal::cluster_pruner({.threshold = 0.4}); });
+/// auto eval = frugal::prune::evaluate_pruning(set, 10, [] { return frugal::prune::cluster_pruner({.threshold = 0.4}); });
 /// @endcode
 template <class MakePolicy>
     requires pruning_policy<std::invoke_result_t<MakePolicy&>>
@@ -109,7 +109,7 @@ struct threshold_point {
 /// dispersion (policy.measure) of every full pool at every decision layer, plus 0 and
 /// +infinity (never prune).
 /// @code
-/// auto grid = frugal::threshold_grid(set, frugal::cluster_pruner_options{}, 128);
+/// auto grid = frugal::prune::threshold_grid(set, frugal::prune::cluster_pruner_options{}, 128);
 /// @endcode
 [[nodiscard]] inline std::vector<double> threshold_grid(const trajectory_set& set,
                                                         const cluster_pruner_options& policy, std::size_t points) {
@@ -205,8 +205,8 @@ namespace detail {
 /// first threshold that cannot be certified; with few queries or a strict target nothing
 /// may be certified and the result is +infinity (never prune), `met` false.
 /// @code
-/// auto cal = frugal::calibrate_threshold(cal_set, 10, 0.99);
-/// frugal::cluster_pruner pruner({.threshold = cal.threshold});
+/// auto cal = frugal::prune::calibrate_threshold(cal_set, 10, 0.99);
+/// frugal::prune::cluster_pruner pruner({.threshold = cal.threshold});
 /// @endcode
 [[nodiscard]] inline calibration_result calibrate_threshold(const trajectory_set& set, std::size_t k, double target,
                                                             const calibration_options& options = {}) {
@@ -267,4 +267,4 @@ namespace detail {
     return out;
 }
 
-}  // namespace frugal
+}  // namespace frugal::prune

@@ -21,7 +21,7 @@
 #include "frugal/prune/dispersion.hpp"
 #include "frugal/prune/kmeans1d.hpp"
 
-namespace frugal {
+namespace frugal::prune {
 
 /// Where a pruning decision sends one active candidate.
 enum class route : std::uint8_t {
@@ -50,7 +50,7 @@ struct prune_step {
 /// candidate and reports the step. When it reports `done`, no candidate is deferred and
 /// the selected ones fill the open slots exactly.
 /// @code
-/// static_assert(frugal::pruning_policy<frugal::cluster_pruner>);
+/// static_assert(frugal::prune::pruning_policy<frugal::prune::cluster_pruner>);
 /// @endcode
 template <class P>
 concept pruning_policy =
@@ -137,9 +137,9 @@ struct cluster_pruner_options {
 /// threshold for consecutive decisions (see the options; both 0 is GRATING's rule exactly).
 /// Keeps its k-means buffers: repeated decisions on pools of one size allocate nothing.
 /// @code
-/// frugal::cluster_pruner pruner({.threshold = 0.3});
-/// std::vector<frugal::route> routes(scores.size());
-/// frugal::prune_step step = pruner.decide(scores, /*open_slots=*/10, routes);
+/// frugal::prune::cluster_pruner pruner({.threshold = 0.3});
+/// std::vector<frugal::prune::route> routes(scores.size());
+/// frugal::prune::prune_step step = pruner.decide(scores, /*open_slots=*/10, routes);
 /// @endcode
 class cluster_pruner {
 public:
@@ -260,52 +260,4 @@ private:
 };
 static_assert(pruning_policy<cluster_pruner>);
 
-/// A fixed-margin policy, the "absolute score gap" rule GRATING argues against (section
-/// 3.3), kept as a second model of pruning_policy and a baseline: a candidate is selected
-/// when it leads the first candidate outside the open slots by more than `margin`, and
-/// dropped when it trails the K-th by more than `margin`. In `ranking_mode::exact` nothing
-/// is selected. Terminates like cluster_pruner.
-/// @code
-/// frugal::margin_pruner pruner(0.2);
-/// auto step = pruner.decide(scores, 10, routes);
-/// @endcode
-class margin_pruner {
-public:
-    explicit margin_pruner(double margin, ranking_mode mode = ranking_mode::top_k) : margin_(margin), mode_(mode) {
-        FRUGAL_CHECK(!std::isnan(margin) && margin >= 0.0, "margin_pruner: margin ", margin, " must be >= 0");
-    }
-
-    /// One decision over the active candidates' scores; see the class comment.
-    prune_step decide(std::span<const float> scores, std::size_t open_slots, std::span<route> routes) {
-        detail::begin_decide(scores, open_slots, routes, "margin_pruner");
-        prune_step step;
-        const std::size_t n = scores.size();
-        step.triggered = true;
-        sorted_.assign(scores.begin(), scores.end());
-        std::sort(sorted_.begin(), sorted_.end(), std::greater<>());
-        const double kth = sorted_[open_slots - 1];
-        const double first_out = open_slots < n ? static_cast<double>(sorted_[open_slots])
-                                                : -std::numeric_limits<double>::infinity();
-        for (std::size_t i = 0; i < n; ++i) {
-            const double s = scores[i];
-            if (mode_ == ranking_mode::top_k && s - first_out > margin_) {
-                routes[i] = route::selected;
-                ++step.selected;
-            } else if (kth - s > margin_) {
-                routes[i] = route::dropped;
-                ++step.dropped;
-            }
-        }
-        step.deferred = n - step.selected - step.dropped;
-        detail::finish_step(step, open_slots, routes, mode_);
-        return step;
-    }
-
-private:
-    double margin_;
-    ranking_mode mode_;
-    std::vector<float> sorted_;
-};
-static_assert(pruning_policy<margin_pruner>);
-
-}  // namespace frugal
+}  // namespace frugal::prune

@@ -10,7 +10,7 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::prune {
 
 /// Which dispersion statistic a pruning policy compares against its threshold.
 enum class dispersion_measure {
@@ -35,7 +35,7 @@ inline constexpr double dispersion_mean_floor = 1e-12;
 /// with care, since it has the same property around a zero median. A pool of identical
 /// scores has dispersion 0. Throws on an empty pool, a non-finite score or a negative floor.
 /// @code
-/// double cv = frugal::coefficient_of_variation(std::span<const float>(scores));
+/// double cv = frugal::prune::coefficient_of_variation(std::span<const float>(scores));
 /// bool trigger = cv > threshold;
 /// @endcode
 template <class T>
@@ -63,7 +63,7 @@ template <class T>
 /// standard deviation of normal data), with the same zero-location floor as
 /// `coefficient_of_variation`. The median of an even pool is the mean of the middle pair.
 /// @code
-/// double rcv = frugal::robust_coefficient_of_variation(std::span<const float>(scores));
+/// double rcv = frugal::prune::robust_coefficient_of_variation(std::span<const float>(scores));
 /// @endcode
 template <class T>
 [[nodiscard]] double robust_coefficient_of_variation(std::span<const T> scores,
@@ -90,7 +90,7 @@ template <class T>
 
 /// The dispersion of `scores` under `measure`.
 /// @code
-/// double d = frugal::dispersion(std::span<const float>(scores), frugal::dispersion_measure::cv);
+/// double d = frugal::prune::dispersion(std::span<const float>(scores), frugal::prune::dispersion_measure::cv);
 /// @endcode
 template <class T>
 [[nodiscard]] double dispersion(std::span<const T> scores, dispersion_measure measure,
@@ -99,4 +99,4 @@ template <class T>
                                              : robust_coefficient_of_variation(scores, mean_floor);
 }
 
-}  // namespace frugal
+}  // namespace frugal::prune

@@ -16,7 +16,7 @@
 #include "frugal/prune/progressive_selection.hpp"
 #include "frugal/schedule/chunk_plan.hpp"
 
-namespace frugal {
+namespace frugal::prune {
 
 /// A layer-wise reranker the driver can run: `layers()` transformer layers; `embed(ids)`
 /// creates the hidden states of candidates `ids`; `forward(layer, ids)` runs one layer on
@@ -25,7 +25,7 @@ namespace frugal {
 /// `begin_layer(layer)` / `end_layer(layer)` bracket each layer (acquire and release the
 /// layer's weights, e.g. from a stream/layer_window).
 /// @code
-/// static_assert(frugal::progressive_model<my_reranker>);
+/// static_assert(frugal::prune::progressive_model<my_reranker>);
 /// @endcode
 template <class M>
 concept progressive_model = requires(M& m, std::size_t layer, std::span<const std::size_t> ids, std::span<float> out) {
@@ -36,18 +36,18 @@ concept progressive_model = requires(M& m, std::size_t layer, std::span<const st
 };
 
 /// What the chunk planner needs to size a layer's chunks (GRATING 4.3): the cost of one
-/// layer in the terms of frugal::plan_chunks, with one *candidate* (its whole query +
+/// layer in the terms of frugal::schedule::plan_chunks, with one *candidate* (its whole query +
 /// document sequence) as the model's token: `cost.per_token_seconds` is one candidate
 /// through one layer once the hardware is saturated, `cost.min_chunk_seconds` the time of
 /// any chunk below saturation (the chunk size's lower bound), and
 /// `cost.intermediate_bytes_per_token` one candidate's intermediate tensors inside a layer.
 /// @code
-/// frugal::chunk_planning plan{.cost = {.per_token_seconds = 2e-3, .min_chunk_seconds = 4e-3,
+/// frugal::prune::chunk_planning plan{.cost = {.per_token_seconds = 2e-3, .min_chunk_seconds = 4e-3,
 ///                                      .intermediate_bytes_per_token = 6 << 20},
 ///                             .next_layer_load_seconds = 0.015, .memory_limit_bytes = 32 << 20};
 /// @endcode
 struct chunk_planning {
-    chunk_cost_model cost{};
+    schedule::chunk_cost_model cost{};
     /// Time to read one layer's weights (the dual-layer window loads layer l + 1 while layer l
     /// computes); the last layer has nothing to hide.
     double next_layer_load_seconds = 0.0;
@@ -57,7 +57,7 @@ struct chunk_planning {
 
 /// How the driver executes a layer over the active candidates.
 struct progressive_ranker_options {
-    /// When set, each layer's chunk size comes from frugal::plan_chunks over the candidates
+    /// When set, each layer's chunk size comes from frugal::schedule::plan_chunks over the candidates
     /// still active: the smallest chunk whose intermediates fit the memory limit and whose
     /// layer time max(compute, next layer's load) is the best any fitting chunk achieves, so
     /// the layer's compute covers the next load whenever a fitting chunk can make it. The
@@ -98,8 +98,8 @@ struct progressive_ranking {
 /// when K is 0 or exceeds the pool, the model has no layer, or the planning inputs are
 /// invalid (see plan_chunks).
 /// @code
-/// frugal::cluster_pruner pruner({.threshold = 0.35});
-/// auto r = frugal::progressive_rank(model, 20, 10, pruner, {.planning = plan});
+/// frugal::prune::cluster_pruner pruner({.threshold = 0.35});
+/// auto r = frugal::prune::progressive_rank(model, 20, 10, pruner, {.planning = plan});
 /// @endcode
 template <progressive_model Model, pruning_policy Policy>
 [[nodiscard]] progressive_ranking progressive_rank(Model& model, std::size_t pool, std::size_t k, Policy& policy,
@@ -116,7 +116,7 @@ template <progressive_model Model, pruning_policy Policy>
         if (!options.planning) return active;
         const chunk_planning& p = *options.planning;
         const double load = layer + 1 < layers ? p.next_layer_load_seconds : 0.0;
-        return plan_chunks(p.cost, active, load, p.memory_limit_bytes).chunk;
+        return schedule::plan_chunks(p.cost, active, load, p.memory_limit_bytes).chunk;
     };
     const auto run_chunks = [&](std::size_t step, auto&& fn) {
         const auto active = sel.active();
@@ -166,4 +166,4 @@ template <progressive_model Model, pruning_policy Policy>
     return out;
 }
 
-}  // namespace frugal
+}  // namespace frugal::prune

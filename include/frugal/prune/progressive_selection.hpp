@@ -12,7 +12,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/prune/cluster_pruner.hpp"
 
-namespace frugal {
+namespace frugal::prune {
 
 /// Tracks one query's candidate pool through a layer-by-layer forward pass (GRATING 4.1 and
 /// 4.5): call `observe()` with the active candidates' scores before each layer, run the layer
@@ -22,8 +22,8 @@ namespace frugal {
 /// candidates that computed to the end, by final score. A policy with a `reset()` member
 /// (per-query state, e.g. cluster_pruner's rank-stability counter) is reset on construction.
 /// @code
-/// frugal::cluster_pruner pruner({.threshold = 0.3});
-/// frugal::progressive_selection sel(pruner, /*pool=*/20, /*k=*/10);
+/// frugal::prune::cluster_pruner pruner({.threshold = 0.3});
+/// frugal::prune::progressive_selection sel(pruner, /*pool=*/20, /*k=*/10);
 /// for (int layer = 0; layer < layers && !sel.done(); ++layer) {
 ///     sel.observe(score_active(sel.active()));  // scores aligned with sel.active()
 ///     if (!sel.done()) forward_layer(sel.active());
@@ -114,4 +114,4 @@ private:
     std::vector<route> routes_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::prune

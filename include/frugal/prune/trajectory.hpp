@@ -18,12 +18,12 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::prune {
 
 /// One query's candidate pool: the classifier-head score of every candidate after each
 /// layer of a full (unpruned) forward pass. The last layer's scores define the reference top-K.
 /// @code
-/// frugal::score_trajectory q(20, 28);
+/// frugal::prune::score_trajectory q(20, 28);
 /// q.at(candidate, layer) = score;
 /// @endcode
 class score_trajectory {
@@ -75,7 +75,7 @@ struct trajectory_set {
 ///
 /// Scores are written with 9 significant digits (float round-trips exactly).
 /// @code
-/// std::ofstream out("cal.txt"); frugal::write_trajectories(out, set, "synthetic, seed 1");
+/// std::ofstream out("cal.txt"); frugal::prune::write_trajectories(out, set, "synthetic, seed 1");
 /// @endcode
 inline void write_trajectories(std::ostream& out, const trajectory_set& set, std::string_view comment = {}) {
     if (!comment.empty()) out << "# " << comment << "\n";
@@ -101,7 +101,7 @@ inline void write_trajectories(std::ostream& out, const trajectory_set& set, std
 /// scores), a non-finite or unparsable score, a missing row or trailing garbage throws
 /// frugal::runtime_error naming the line.
 /// @code
-/// std::ifstream in("cal.txt"); frugal::trajectory_set set = frugal::read_trajectories(in);
+/// std::ifstream in("cal.txt"); frugal::prune::trajectory_set set = frugal::prune::read_trajectories(in);
 /// @endcode
 inline trajectory_set read_trajectories(std::istream& in) {
     trajectory_set set;
@@ -160,7 +160,7 @@ inline trajectory_set read_trajectories(std::istream& in) {
 
 /// Reads a trajectory file; throws frugal::runtime_error when it cannot be opened.
 /// @code
-/// auto set = frugal::load_trajectories("cal.txt");
+/// auto set = frugal::prune::load_trajectories("cal.txt");
 /// @endcode
 inline trajectory_set load_trajectories(const std::filesystem::path& path) {
     std::ifstream in(path);
@@ -168,4 +168,4 @@ inline trajectory_set load_trajectories(const std::filesystem::path& path) {
     return read_trajectories(in);
 }
 
-}  // namespace frugal
+}  // namespace frugal::prune

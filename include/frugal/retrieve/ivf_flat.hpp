@@ -21,7 +21,7 @@
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/retrieve/top_k.hpp"
 
-namespace frugal {
+namespace frugal::retrieve {
 
 /// An inverted-file vector index as the RAG scheduler needs it: the number of lists, each
 /// list's size (its search cost), the nprobe lists nearest a query in order, and a search
@@ -38,7 +38,7 @@ concept ivf_index = requires(const I& i, std::span<const float> q, std::span<con
 /// One-shot search of any `ivf_index`: the k nearest ids among the nprobe lists nearest
 /// `query`, nearest first.
 /// @code
-/// auto ids = frugal::ivf_search(index, query, /*k=*/5, /*nprobe=*/8);
+/// auto ids = frugal::retrieve::ivf_search(index, query, /*k=*/5, /*nprobe=*/8);
 /// @endcode
 template <class Index>
     requires ivf_index<Index>
@@ -66,8 +66,8 @@ template <class Index>
 /// it computes all vector-centroid distances as ||c||^2 - 2 X C^T by blocked GEMM, as FAISS
 /// does, which is much faster and may break near-ties differently by float rounding.
 /// @code
-/// auto index = frugal::ivf_flat::train(data, /*dim=*/32, /*lists=*/64, /*iterations=*/10, /*seed=*/1);
-/// auto fast = frugal::ivf_flat::train(data, 32, 64, 10, 1, frugal::eigen::backend{});
+/// auto index = frugal::retrieve::ivf_flat::train(data, /*dim=*/32, /*lists=*/64, /*iterations=*/10, /*seed=*/1);
+/// auto fast = frugal::retrieve::ivf_flat::train(data, 32, 64, 10, 1, frugal::eigen::backend{});
 /// auto ids = index.search(query, /*k=*/5, /*nprobe=*/8);
 /// @endcode
 class ivf_flat {
@@ -222,4 +222,4 @@ private:
 };
 static_assert(ivf_index<ivf_flat>);
 
-}  // namespace frugal
+}  // namespace frugal::retrieve

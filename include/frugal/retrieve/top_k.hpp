@@ -13,13 +13,13 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::retrieve {
 
 /// The k nearest candidates seen so far, smaller distance first; ties break on the smaller
 /// id so that the result never depends on the order the candidates arrived in. A heap
 /// (std::push_heap) because each offer is O(log k) and the state is a plain vector.
 /// @code
-/// frugal::top_k best(5);
+/// frugal::retrieve::top_k best(5);
 /// best.offer(0.3f, 17);
 /// auto ids = best.ids();  // {17}
 /// @endcode
@@ -75,4 +75,4 @@ private:
     std::vector<entry> heap_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::retrieve

@@ -11,14 +11,14 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::schedule {
 
 /// Per-token cost model of one layer: a chunk of c tokens takes
 /// max(min_chunk_seconds, per_token_seconds * c) (below saturation the hardware costs the
 /// same as a saturating chunk) and holds c * intermediate_bytes_per_token bytes of
 /// intermediate tensors.
 /// @code
-/// frugal::chunk_cost_model m{.per_token_seconds = 2e-5, .min_chunk_seconds = 4e-4,
+/// frugal::schedule::chunk_cost_model m{.per_token_seconds = 2e-5, .min_chunk_seconds = 4e-4,
 ///                            .intermediate_bytes_per_token = 1 << 20};
 /// @endcode
 struct chunk_cost_model {
@@ -52,7 +52,7 @@ struct chunk_plan {
 /// tokens, negative or non-finite costs, a zero per-token cost model, or a limit below
 /// one token's intermediates.
 /// @code
-/// auto p = frugal::plan_chunks(model, 20 * 512, /*next layer load*/ 0.08, 256 << 20);
+/// auto p = frugal::schedule::plan_chunks(model, 20 * 512, /*next layer load*/ 0.08, 256 << 20);
 /// @endcode
 [[nodiscard]] inline chunk_plan plan_chunks(const chunk_cost_model& m, std::size_t tokens, double next_load_seconds,
                                             double memory_limit_bytes) {
@@ -82,4 +82,4 @@ struct chunk_plan {
             static_cast<double>(c) * m.intermediate_bytes_per_token};
 }
 
-}  // namespace frugal
+}  // namespace frugal::schedule

@@ -4,7 +4,7 @@
 /// C prefill chunks run through N blocks under the prefill graph G1, load each block's
 /// decode graph G2 behind the compute of other blocks. Plans come from the paper's greedy
 /// (Eq. 2), a greedy with local improvement, or an exact branch and bound, and are all
-/// scored by replaying them on `frugal::timeline`.
+/// scored by replaying them on `frugal::schedule::timeline`.
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/schedule/timeline.hpp"
 
-namespace frugal {
+namespace frugal::schedule {
 
 /// Per-block cost estimates of one prefill. Block i runs once per chunk, in block order,
 /// chunk after chunk; a chunk of block i takes `prefill_compute[i]` under G1 and
@@ -24,7 +24,7 @@ namespace frugal {
 /// block i from G1 to G2 takes `load[i]` on the I/O channel. A block's load may not
 /// overlap that block's own compute (its G1 memory is what G2 replaces).
 /// @code
-/// frugal::graph_switch_problem p{.prefill_compute = {1, 1}, .decode_compute = {1.2, 1.2},
+/// frugal::schedule::graph_switch_problem p{.prefill_compute = {1, 1}, .decode_compute = {1.2, 1.2},
 ///                                .load = {2, 2}, .chunks = 2};
 /// @endcode
 struct graph_switch_problem {
@@ -56,7 +56,7 @@ struct graph_switch_problem {
 /// of later blocks). Loads run in order of (switch chunk, block), which is optimal for a
 /// given assignment: the load windows are nested in time order (an exchange argument).
 /// @code
-/// frugal::graph_switch_plan plan{.switch_chunk = {2, 1, 0}};
+/// frugal::schedule::graph_switch_plan plan{.switch_chunk = {2, 1, 0}};
 /// @endcode
 struct graph_switch_plan {
     std::vector<std::size_t> switch_chunk;
@@ -66,7 +66,7 @@ struct graph_switch_plan {
 /// The two-resource timeline of a plan and the ids of its tasks: compute (c, i) is
 /// `compute_task[c * N + i]`, the load of block i is `load_task[i]`.
 /// @code
-/// auto s = frugal::graph_switch_timeline(problem, plan);
+/// auto s = frugal::schedule::graph_switch_timeline(problem, plan);
 /// double start_of_last_load = s.schedule.simulate().start[s.load_task.back()];
 /// @endcode
 struct graph_switch_schedule {
@@ -88,7 +88,7 @@ inline void check_plan(const graph_switch_problem& p, const graph_switch_plan& p
 /// execution order and one I/O task per block, with a block's load after its last G1
 /// compute and before its first G2 compute.
 /// @code
-/// double makespan = frugal::graph_switch_timeline(problem, plan).schedule.simulate().makespan;
+/// double makespan = frugal::schedule::graph_switch_timeline(problem, plan).schedule.simulate().makespan;
 /// @endcode
 [[nodiscard]] inline graph_switch_schedule graph_switch_timeline(const graph_switch_problem& p,
                                                                    const graph_switch_plan& plan) {
@@ -126,7 +126,7 @@ inline void check_plan(const graph_switch_problem& p, const graph_switch_plan& p
 /// The makespan of `plan` (prefill done and every block switched), replayed on the
 /// timeline simulator.
 /// @code
-/// double t = frugal::graph_switch_makespan(problem, frugal::greedy_graph_switch(problem));
+/// double t = frugal::schedule::graph_switch_makespan(problem, frugal::schedule::greedy_graph_switch(problem));
 /// @endcode
 [[nodiscard]] inline double graph_switch_makespan(const graph_switch_problem& p, const graph_switch_plan& plan) {
     return graph_switch_timeline(p, plan).schedule.simulate().makespan;
@@ -157,15 +157,14 @@ inline double fast_switch_makespan(const graph_switch_problem& p, const std::vec
 }
 }  // namespace detail
 
-/// The paper's greedy (Eq. 2), literally: walk the compute sequence; take the last block
-/// not yet switched, and overlap its load with the minimal number k of consecutive
-/// upcoming block computations whose estimated time covers it (Eq. 1), stopping before
-/// that block's own next compute; the block then runs under G2 from that compute on.
-/// Blocks still unswitched when prefill ends switch afterwards.
-/// @code
-/// auto plan = frugal::paper_greedy_graph_switch(problem);
-/// @endcode
-[[nodiscard]] inline graph_switch_plan paper_greedy_graph_switch(const graph_switch_problem& p) {
+namespace detail {
+// CoordGen's greedy (Eq. 2), literally: walk the compute sequence; take the last block not
+// yet switched, and overlap its load with the minimal number k of consecutive upcoming
+// block computations whose estimated time covers it (Eq. 1), stopping before that block's
+// own next compute; the block then runs under G2 from that compute on. Blocks still
+// unswitched when prefill ends switch afterwards. The first stage of greedy_graph_switch;
+// frugal::sim::paper_greedy_graph_switch exposes it alone as the paper's baseline.
+[[nodiscard]] inline graph_switch_plan eq2_greedy_switch(const graph_switch_problem& p) {
     p.validate();
     const std::size_t n = p.blocks(), c_total = p.chunks, ops = n * c_total;
     graph_switch_plan plan{std::vector<std::size_t>(n, c_total)};
@@ -193,15 +192,16 @@ inline double fast_switch_makespan(const graph_switch_problem& p, const std::vec
     }
     return plan;
 }
+}  // namespace detail
 
 /// frugal's greedy: the paper's greedy (Eq. 2) followed by local improvement, moving one
 /// block's switch chunk or exchanging the switch chunks of two blocks while the simulated
 /// makespan drops. Never worse than the paper's greedy.
 /// @code
-/// auto plan = frugal::greedy_graph_switch(problem);
+/// auto plan = frugal::schedule::greedy_graph_switch(problem);
 /// @endcode
 [[nodiscard]] inline graph_switch_plan greedy_graph_switch(const graph_switch_problem& p) {
-    graph_switch_plan plan = paper_greedy_graph_switch(p);
+    graph_switch_plan plan = detail::eq2_greedy_switch(p);
     const std::size_t n = p.blocks(), c_total = p.chunks;
     std::vector<double> scratch;
     std::vector<std::size_t>& x = plan.switch_chunk;
@@ -410,9 +410,9 @@ private:
 /// `greedy_graph_switch`. The problem is NP-hard (Appendix A: 2-Partition reduces to it),
 /// so the search is exponential in the worst case; it accepts up to 24 blocks.
 /// @code
-/// auto best = frugal::exact_graph_switch(problem);
-/// double gap = frugal::graph_switch_makespan(problem, frugal::greedy_graph_switch(problem)) /
-///              frugal::graph_switch_makespan(problem, best) - 1;
+/// auto best = frugal::schedule::exact_graph_switch(problem);
+/// double gap = frugal::schedule::graph_switch_makespan(problem, frugal::schedule::greedy_graph_switch(problem)) /
+///              frugal::schedule::graph_switch_makespan(problem, best) - 1;
 /// @endcode
 [[nodiscard]] inline graph_switch_plan exact_graph_switch(const graph_switch_problem& p) {
     p.validate();
@@ -424,9 +424,9 @@ private:
 /// and moves each toward measured times by an exponential moving average with weight
 /// `alpha` (1 = trust the last measurement only), so the next plan uses fresh costs.
 /// @code
-/// frugal::graph_switch_estimator est(profiled, 0.5);
+/// frugal::schedule::graph_switch_estimator est(profiled, 0.5);
 /// est.observe_load(3, measured_ms);
-/// auto plan = frugal::greedy_graph_switch(est.estimate());
+/// auto plan = frugal::schedule::greedy_graph_switch(est.estimate());
 /// @endcode
 class graph_switch_estimator {
 public:
@@ -456,4 +456,4 @@ private:
     double alpha_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::schedule

@@ -15,13 +15,13 @@
 #include "frugal/core/error.hpp"
 #include "frugal/schedule/timeline.hpp"
 
-namespace frugal {
+namespace frugal::schedule {
 
 /// One weight fragment: its size and the blocks that use it in a forward pass. A fragment
 /// that is not resident is transferred once for every block that uses it.
 /// @code
-/// frugal::fragment qkv_bias{.bytes = 14336, .blocks = {3}};
-/// frugal::fragment tied_embedding{.bytes = 720'000'000, .blocks = {0, 49}};
+/// frugal::schedule::fragment qkv_bias{.bytes = 14336, .blocks = {3}};
+/// frugal::schedule::fragment tied_embedding{.bytes = 720'000'000, .blocks = {0, 49}};
 /// @endcode
 struct fragment {
     std::uint64_t bytes = 0;
@@ -135,7 +135,7 @@ inline placement knapsack(std::span<const fragment> fragments, std::uint64_t lim
 /// value per byte. Throws on an empty list, a zero limit, a limit smaller than the
 /// smallest fragment, zero-byte fragments or fragments no block uses.
 /// @code
-/// auto p = frugal::place_fragments(fragments, 10 << 20, frugal::placement_objective::transfer);
+/// auto p = frugal::schedule::place_fragments(fragments, 10 << 20, frugal::schedule::placement_objective::transfer);
 /// // p.resident, p.transfer_bytes_per_pass
 /// @endcode
 [[nodiscard]] inline placement place_fragments(std::span<const fragment> fragments, std::uint64_t limit,
@@ -170,7 +170,7 @@ inline placement knapsack(std::span<const fragment> fragments, std::uint64_t lim
 /// `simulate()` gives the pass time, the bytes moved (I/O busy time x bandwidth) and the
 /// peak device bytes (resident set included).
 /// @code
-/// auto t = frugal::placement_timeline(fragments, p, block_ms, 16e9 / 1e3);
+/// auto t = frugal::schedule::placement_timeline(fragments, p, block_ms, 16e9 / 1e3);
 /// auto r = t.simulate();  // r.makespan, r.peak_resident_bytes
 /// @endcode
 [[nodiscard]] inline timeline placement_timeline(std::span<const fragment> fragments, const placement& p,
@@ -205,4 +205,4 @@ inline placement knapsack(std::span<const fragment> fragments, std::uint64_t lim
     return t;
 }
 
-}  // namespace frugal
+}  // namespace frugal::schedule

@@ -16,7 +16,7 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::schedule {
 
 /// The two resources of a schedule: one compute engine and one I/O channel.
 enum class resource : std::uint8_t { compute = 0, io = 1 };
@@ -43,9 +43,9 @@ struct timeline_result {
 /// `release_bytes` when it finishes (a load acquires, the compute that consumes it
 /// releases); `simulate()` replays the events in time order.
 /// @code
-/// frugal::timeline t;
-/// auto load = t.add(frugal::resource::io, 2.0, {}, /*acquire*/ 100);
-/// t.add(frugal::resource::compute, 1.0, {load}, 0, /*release*/ 100);
+/// frugal::schedule::timeline t;
+/// auto load = t.add(frugal::schedule::resource::io, 2.0, {}, /*acquire*/ 100);
+/// t.add(frugal::schedule::resource::compute, 1.0, {load}, 0, /*release*/ 100);
 /// auto r = t.simulate();  // r.makespan == 3, r.peak_resident_bytes == 100
 /// @endcode
 class timeline {
@@ -192,4 +192,4 @@ private:
     std::vector<task> tasks_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::schedule

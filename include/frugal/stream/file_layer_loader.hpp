@@ -12,14 +12,14 @@
 #include "frugal/core/error.hpp"
 #include "frugal/stream/layer_window.hpp"
 
-namespace frugal {
+namespace frugal::stream {
 
 /// Reads layer i from bytes [offsets[i], offsets[i + 1]) of a file (offsets ascending, the
 /// last one the end of the weights), with real reads through a std::ifstream. Throws
 /// frugal::runtime_error when the file cannot be opened, is shorter than the last offset,
 /// or a read comes back short.
 /// @code
-/// frugal::file_layer_loader loader("weights.bin", {0, 4096, 8192});  // two layers
+/// frugal::stream::file_layer_loader loader("weights.bin", {0, 4096, 8192});  // two layers
 /// @endcode
 class file_layer_loader {
 public:
@@ -61,4 +61,4 @@ private:
 };
 static_assert(layer_loader<file_layer_loader>);
 
-}  // namespace frugal
+}  // namespace frugal::stream

@@ -16,7 +16,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/stream/io_thread.hpp"
 
-namespace frugal {
+namespace frugal::stream {
 
 /// A file of `chunks` fixed-size chunks of hidden states, visited in passes (one pass per
 /// layer): `begin_pass()`, then for c = 0..chunks-1 `acquire(c)` (blocks until chunk c is
@@ -27,7 +27,7 @@ namespace frugal {
 /// cancellation reach acquire()/end_pass(); the destructor cancels and joins. The file is
 /// created (truncated) by the constructor and removed by the destructor.
 /// @code
-/// frugal::hidden_state_offload store(tmp / "hidden.bin", 10, chunk_bytes);
+/// frugal::stream::hidden_state_offload store(tmp / "hidden.bin", 10, chunk_bytes);
 /// for (std::size_t layer = 0; layer < layers; ++layer) {
 ///     store.begin_pass(layer == 0);
 ///     for (std::size_t c = 0; c < 10; ++c) { auto h = store.acquire(c); run(layer, h); store.release(c); }
@@ -144,4 +144,4 @@ private:
     io_thread io_;  // last: joined before the buffers and the file go away
 };
 
-}  // namespace frugal
+}  // namespace frugal::stream

@@ -14,7 +14,7 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::stream {
 
 /// A FIFO of I/O tasks executed by one std::jthread (the streaming parts need ordering:
 /// a buffer's write-back must finish before the next read into it, which one FIFO thread
@@ -24,7 +24,7 @@ namespace frugal {
 /// and every current and later `wait()` rethrows it. The destructor cancels and joins: no
 /// thread outlives the object (an in-flight task finishes first).
 /// @code
-/// frugal::io_thread io;
+/// frugal::stream::io_thread io;
 /// bool loaded = false;
 /// io.submit([&] { read_file(buf); }, [&] { loaded = true; });
 /// io.wait([&] { return loaded; });  // rethrows read_file's exception
@@ -117,4 +117,4 @@ private:
     std::jthread thread_;  // last: started after, and joined before, the state above
 };
 
-}  // namespace frugal
+}  // namespace frugal::stream

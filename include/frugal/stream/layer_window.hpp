@@ -14,13 +14,13 @@
 #include "frugal/core/error.hpp"
 #include "frugal/stream/io_thread.hpp"
 
-namespace frugal {
+namespace frugal::stream {
 
 /// A source of per-layer weights in the user's format: `layer_count()`, `layer_bytes(i)`,
 /// and `load(i, dst)` filling `dst` (exactly layer_bytes(i) bytes) or throwing. `load` is
 /// called from the window's I/O thread only, one call at a time.
 /// @code
-/// static_assert(frugal::layer_loader<frugal::file_layer_loader>);
+/// static_assert(frugal::stream::layer_loader<frugal::stream::file_layer_loader>);
 /// @endcode
 template <class L>
 concept layer_loader = requires(L& loader, const L& cloader, std::size_t layer, std::span<std::byte> dst) {
@@ -36,8 +36,8 @@ concept layer_loader = requires(L& loader, const L& cloader, std::size_t layer, 
 /// memory and rethrows the loader's error; `wait_seconds()` is the total time acquire()
 /// blocked, i.e. load time that compute did not hide. The destructor cancels and joins.
 /// @code
-/// frugal::file_layer_loader loader("weights.bin", layer_offsets);
-/// frugal::layer_window window(loader);
+/// frugal::stream::file_layer_loader loader("weights.bin", layer_offsets);
+/// frugal::stream::layer_window window(loader);
 /// for (std::size_t i = 0; i < loader.layer_count(); ++i) {
 ///     std::span<const std::byte> w = window.acquire(i);
 ///     run_layer(i, w);
@@ -108,4 +108,4 @@ private:
     io_thread io_;  // last: joined before the buffers go away
 };
 
-}  // namespace frugal
+}  // namespace frugal::stream

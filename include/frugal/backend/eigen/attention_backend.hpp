@@ -19,17 +19,17 @@
 namespace frugal::eigen {
 
 /// The reference backend plus the fused online-softmax row step of tiled attention
-/// (`frugal::online_softmax_backend`). Eigen runs single-threaded inside each tile; the
+/// (`frugal::attention::online_softmax_backend`). Eigen runs single-threaded inside each tile; the
 /// attention driver spreads (head, query tile) items over threads instead, so results do
 /// not depend on the thread count. Safe to call from several threads at once.
 /// @code
 /// frugal::eigen::attention_backend cpu;
-/// auto plan = frugal::tiled_attention::plan(shape, {.threads = 2}, frugal::memory_budget::mib(16));
-/// frugal::tiled_attention::run(plan, cpu, q, k, v, out);
+/// auto plan = frugal::attention::tiled::plan(shape, {.threads = 2}, frugal::memory_budget::mib(16));
+/// frugal::attention::tiled::run(plan, cpu, q, k, v, out);
 /// @endcode
 class attention_backend : public backend {
 public:
-    /// The online-softmax row step on one base-2 score tile (see `frugal::online_softmax_backend`).
+    /// The online-softmax row step on one base-2 score tile (see `frugal::attention::online_softmax_backend`).
     void online_softmax_tile(matrix_view<float> s, std::span<float> m, std::span<float> l,
                              std::span<float> alpha) const {
         FRUGAL_ASSERT(m.size() == s.rows() && l.size() == s.rows() && alpha.size() == s.rows());
@@ -38,13 +38,13 @@ public:
         const std::size_t n = s.cols(), vec_end = n - n % lanes;
         for (std::size_t r = 0; r < s.rows(); ++r) {
             float* row = s.row(r).data();
-            batch vmax(softmax_math::minus_infinity());
+            batch vmax(attention::softmax_math::minus_infinity());
             for (std::size_t j = 0; j < vec_end; j += lanes) vmax = xsimd::max(vmax, batch::load_unaligned(row + j));
             alignas(64) std::array<float, lanes> lane_max{};
             vmax.store_aligned(lane_max.data());
             float tile_max = *std::max_element(lane_max.begin(), lane_max.end());
             for (std::size_t j = vec_end; j < n; ++j) tile_max = std::max(tile_max, row[j]);
-            const auto step = softmax_math::online_rescale<softmax_base::two>(m[r], tile_max);
+            const auto step = attention::softmax_math::online_rescale<attention::softmax_base::two>(m[r], tile_max);
             const batch shift(step.shift);
             batch vsum(0.0f);
             for (std::size_t j = 0; j < vec_end; j += lanes) {
@@ -65,6 +65,6 @@ public:
 };
 
 static_assert(tensor_backend<attention_backend, float>);
-static_assert(online_softmax_backend<attention_backend>);
+static_assert(attention::online_softmax_backend<attention_backend>);
 
 }  // namespace frugal::eigen

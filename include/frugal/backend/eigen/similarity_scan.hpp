@@ -7,15 +7,15 @@
 #include <Eigen/Core>
 
 #include "frugal/backend/eigen/eigen_backend.hpp"
-#include "frugal/cache/similarity_index.hpp"
+#include "frugal/retrieve/similarity_index.hpp"
 
 namespace frugal::eigen {
 
 /// Scores every stored row against the query with one Eigen matrix-vector product; plug it
-/// into `frugal::flat_similarity_index` for the semantic QA bank's exhaustive search.
+/// into `frugal::retrieve::flat_similarity_index` for the semantic QA bank's exhaustive search.
 /// @code
-/// frugal::flat_similarity_index<frugal::eigen::gemv_scan> index(384);
-/// frugal::semantic_cache<std::string, std::uint32_t, decltype(index)> bank(1000, 0.9, std::move(index));
+/// frugal::retrieve::flat_similarity_index<frugal::eigen::gemv_scan> index(384);
+/// frugal::cache::semantic_cache<std::string, std::uint32_t, decltype(index)> bank(1000, 0.9, std::move(index));
 /// @endcode
 struct gemv_scan {
     void operator()(matrix_view<const float> rows, std::span<const float> query, std::span<float> out) const {
@@ -28,6 +28,6 @@ struct gemv_scan {
 };
 
 /// A flat similarity index whose scan runs through Eigen.
-using flat_similarity_index = frugal::flat_similarity_index<gemv_scan>;
+using flat_similarity_index = frugal::retrieve::flat_similarity_index<gemv_scan>;
 
 }  // namespace frugal::eigen

@@ -10,7 +10,7 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal::draft {
+namespace frugal::sim {
 
 /// Prompt Lookup Decoding's draft for `context` (prompt plus accepted tokens), exactly as
 /// the original `find_candidate_pred_tokens`: for n = `max_ngram` down to 1, the earliest
@@ -21,7 +21,7 @@ namespace frugal::draft {
 /// automaton drafter removes.
 /// @code
 /// std::vector<int> ctx{1, 2, 3, 9, 9, 1, 2, 3};
-/// auto d = frugal::draft::prompt_lookup_draft<int>(ctx, 3, 2);  // {9, 9}
+/// auto d = frugal::sim::prompt_lookup_draft<int>(ctx, 3, 2);  // {9, 9}
 /// @endcode
 template <std::integral Token>
 [[nodiscard]] std::span<const Token> prompt_lookup_draft(std::span<const Token> context, std::size_t max_ngram = 3,
@@ -42,4 +42,4 @@ template <std::integral Token>
     return {};
 }
 
-}  // namespace frugal::draft
+}  // namespace frugal::sim

@@ -14,7 +14,7 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::rag {
 
 /// A swap of the resident set: ids to load (hottest first) and ids to evict.
 /// @code
@@ -31,7 +31,7 @@ struct swap_plan {
 /// asynchronously (HedraRAG: gc clusters, every 50 sub-stages). Ties keep resident ids,
 /// then prefer smaller ids. O(distinct ids) per recomputation, O(1) per access.
 /// @code
-/// frugal::hot_set<int> hot(/*gc=*/64, /*period=*/50, /*decay=*/0.5);
+/// frugal::rag::hot_set<int> hot(/*gc=*/64, /*period=*/50, /*decay=*/0.5);
 /// for (int c : probed_clusters) hot.record(c);
 /// if (auto plan = hot.step()) gpu.swap_async(plan->to_load, plan->to_evict);
 /// @endcode
@@ -98,4 +98,4 @@ private:
     std::unordered_set<Id, Hash> resident_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::rag

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "frugal/core/error.hpp"
-#include "frugal/schedule/wavefront.hpp"
+#include "frugal/rag/wavefront.hpp"
 
-namespace frugal {
+namespace frugal::sim {
 
 /// Decode cost model of a memory-bound LLM step (defaults: Llama-3-8B in bf16 on one H100,
 /// HedraRAG's setting): a fixed cost for streaming the weights (16 GB at ~2.7 TB/s ~ 6 ms),
@@ -25,7 +25,7 @@ namespace frugal {
 /// the weights once, so per-request decode cost falls with batch size. The text hash mixes
 /// the step and the documents, so a generation conditioned on other documents differs.
 /// @code
-/// frugal::simulated_generator gen{.fixed_ms = 6.0};
+/// frugal::sim::simulated_generator gen{.fixed_ms = 6.0};
 /// double ms = gen.step_time(32, 32 * 1000);  // ~9.2 ms
 /// @endcode
 struct simulated_generator {
@@ -39,24 +39,24 @@ struct simulated_generator {
         return fixed_ms + per_sequence_ms * static_cast<double>(batch) +
                per_context_token_ms * static_cast<double>(total_context);
     }
-    [[nodiscard]] std::size_t length(const rag_state& s, const rag_node& n) const {
-        const std::uint64_t h = detail::rag_mix(detail::rag_mix(s.request, s.text), n.tokens);
+    [[nodiscard]] std::size_t length(const rag::rag_state& s, const rag::rag_node& n) const {
+        const std::uint64_t h = rag::detail::rag_mix(rag::detail::rag_mix(s.request, s.text), n.tokens);
         const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
         const double f = 1.0 - length_jitter + 2.0 * length_jitter * u;
         return std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(static_cast<double>(n.tokens) * f)));
     }
-    double step(std::span<const generation_slot> batch) {
+    double step(std::span<const rag::generation_slot> batch) {
         std::size_t ctx = 0;
         for (const auto& s : batch) {
-            std::uint64_t h = detail::rag_mix(*s.text, s.step);
-            for (std::uint64_t d : s.docs) h = detail::rag_mix(h, d);
+            std::uint64_t h = rag::detail::rag_mix(*s.text, s.step);
+            for (std::uint64_t d : s.docs) h = rag::detail::rag_mix(h, d);
             *s.text = h;
             ctx += s.context;
         }
         return step_time(batch.size(), ctx);
     }
 };
-static_assert(rag_generator<simulated_generator>);
+static_assert(rag::rag_generator<simulated_generator>);
 
 /// Search cost model of a CPU IVF-Flat index (defaults: HedraRAG's IVF4096 over 38 M
 /// Wikipedia passages of 1024-d e5 embeddings, nprobe 256): list sizes log-normal around
@@ -72,7 +72,7 @@ static_assert(rag_generator<simulated_generator>);
 /// through text mod buckets, so a query from a partial generation equals the final one with
 /// probability 1/buckets (a stand-in for the embedding drift of 4.3's speculative retrieval).
 /// @code
-/// frugal::simulated_retriever ret{};
+/// frugal::sim::simulated_retriever ret{};
 /// auto clusters = ret.probe(42);  // 256 cluster ids, nearest first
 /// @endcode
 class simulated_retriever {
@@ -105,11 +105,11 @@ public:
     /// The query of a request's next retrieval: a hash of the request, the retrieval's round
     /// and the text so far (mod `query_buckets` when set); with `request_similarity` > 0 its
     /// top 16 bits are the request's topic.
-    [[nodiscard]] std::uint64_t query_of(const rag_state& s) const {
+    [[nodiscard]] std::uint64_t query_of(const rag::rag_state& s) const {
         const std::uint64_t text = c_.query_buckets == 0 ? s.text : s.text % c_.query_buckets;
-        const std::uint64_t q = detail::rag_mix(detail::rag_mix(s.request, s.retrieved.size()), text);
+        const std::uint64_t q = rag::detail::rag_mix(rag::detail::rag_mix(s.request, s.retrieved.size()), text);
         if (c_.request_similarity == 0.0) return q;
-        return (detail::rag_mix(s.request, c_.seed) & 0xffff000000000000ULL) | (q >> 16);
+        return (rag::detail::rag_mix(s.request, c_.seed) & 0xffff000000000000ULL) | (q >> 16);
     }
     /// The cluster a result id came from (ids are cluster * 1000003 + candidate).
     [[nodiscard]] std::size_t list_of(std::uint64_t id) const noexcept { return static_cast<std::size_t>(id / 1000003ULL); }
@@ -126,7 +126,7 @@ public:
     [[nodiscard]] double cluster_time(std::size_t c) const {
         return scan_ms(c) / static_cast<double>(c_.threads);
     }
-    double search(std::span<const retrieval_slot> batch) {
+    double search(std::span<const rag::retrieval_slot> batch) {
         double work = 0.0;
         std::size_t scans = 0;
         for (const auto& s : batch)
@@ -147,13 +147,13 @@ private:
         return c_.per_cluster_ms + c_.per_vector_ms * static_cast<double>(sizes_[c]);
     }
     [[nodiscard]] static double uniform(std::uint64_t key, std::size_t c) {
-        return static_cast<double>(detail::rag_mix(key ^ 0x51ed2701ULL, c) >> 11) * 0x1.0p-53;
+        return static_cast<double>(rag::detail::rag_mix(key ^ 0x51ed2701ULL, c) >> 11) * 0x1.0p-53;
     }
     // How far beyond its cluster's distance candidate j lies, in [0, 1): the request's topic
     // weighs in as in centroid_distance, so a request's queries find the same documents near.
     [[nodiscard]] double candidate_offset(std::uint64_t query, std::size_t c, std::size_t j) const {
         auto u = [&](std::uint64_t key) {
-            return static_cast<double>(detail::rag_mix(detail::rag_mix(key, c), j) >> 11) * 0x1.0p-53;
+            return static_cast<double>(rag::detail::rag_mix(rag::detail::rag_mix(key, c), j) >> 11) * 0x1.0p-53;
         };
         if (c_.request_similarity == 0.0) return u(query);
         return c_.request_similarity * u(query >> 48) + (1.0 - c_.request_similarity) * u(query);
@@ -166,11 +166,11 @@ private:
     config c_;
     std::vector<std::size_t> sizes_;
 };
-static_assert(rag_retriever<simulated_retriever>);
+static_assert(rag::rag_retriever<simulated_retriever>);
 
 /// A weighted workflow in a request mix.
 struct rag_mix_entry {
-    const rag_graph* graph = nullptr;
+    const rag::rag_graph* graph = nullptr;
     double weight = 1.0;
     std::int64_t min_subquestions = 0, max_subquestions = 0;  ///< "subquestions" drawn uniformly (Multistep)
 };
@@ -178,10 +178,10 @@ struct rag_mix_entry {
 /// Seeded Poisson arrivals at `rate_per_s` requests per second; each request draws its
 /// workflow from `mix` by weight (and its "subquestions" value from the entry's range).
 /// @code
-/// auto g = frugal::multistep_workflow();
-/// auto reqs = frugal::poisson_requests({{&g, 1.0, 2, 4}}, 5.0, 200, 42);
+/// auto g = frugal::rag::multistep_workflow();
+/// auto reqs = frugal::sim::poisson_requests({{&g, 1.0, 2, 4}}, 5.0, 200, 42);
 /// @endcode
-[[nodiscard]] inline std::vector<rag_request> poisson_requests(std::span<const rag_mix_entry> mix, double rate_per_s,
+[[nodiscard]] inline std::vector<rag::rag_request> poisson_requests(std::span<const rag_mix_entry> mix, double rate_per_s,
                                                                std::size_t count, std::uint64_t seed) {
     FRUGAL_CHECK(!mix.empty(), "poisson_requests: empty workflow mix");
     FRUGAL_CHECK(std::isfinite(rate_per_s) && rate_per_s > 0.0, "poisson_requests: rate ", rate_per_s, " (must be > 0)");
@@ -194,12 +194,12 @@ struct rag_mix_entry {
     std::mt19937_64 rng(seed);
     std::exponential_distribution<double> gap(rate_per_s / 1000.0);  // per ms
     std::discrete_distribution<std::size_t> pick(weights.begin(), weights.end());
-    std::vector<rag_request> out;
+    std::vector<rag::rag_request> out;
     double t = 0.0;
     for (std::size_t i = 0; i < count; ++i) {
         t += gap(rng);
         const rag_mix_entry& m = mix[pick(rng)];
-        rag_request r{t, m.graph, {}};
+        rag::rag_request r{t, m.graph, {}};
         if (m.max_subquestions > 0)
             r.state.values["subquestions"] =
                 std::uniform_int_distribution<std::int64_t>(m.min_subquestions, m.max_subquestions)(rng);
@@ -208,4 +208,4 @@ struct rag_mix_entry {
     return out;
 }
 
-}  // namespace frugal
+}  // namespace frugal::sim

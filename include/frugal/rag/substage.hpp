@@ -13,7 +13,7 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::rag {
 
 /// Expected latency improvement of sub-stage budget `mb` (hedrarag.txt Eq. 1): a waiting
 /// request saves (t_retrieval - mb) / 2 on average and pays `beta` scheduling overhead
@@ -21,7 +21,7 @@ namespace frugal {
 /// a plus sign, which would make Δ decrease monotonically (no argmax); the text calls it
 /// an overhead, so frugal subtracts it.
 /// @code
-/// double gain = frugal::substage_gain(40.0, 0.5, 6.0);  // ms
+/// double gain = frugal::rag::substage_gain(40.0, 0.5, 6.0);  // ms
 /// @endcode
 [[nodiscard]] inline double substage_gain(double t_retrieval, double beta, double mb) {
     FRUGAL_CHECK(std::isfinite(t_retrieval) && t_retrieval > 0.0, "sub-stage: retrieval time ", t_retrieval,
@@ -34,7 +34,7 @@ namespace frugal {
 /// The budget mb maximizing Eq. 1 on (0, t_retrieval]: sqrt(2 t_retrieval beta), capped at
 /// t_retrieval (no split pays when beta >= t_retrieval / 2).
 /// @code
-/// double mb = frugal::substage_budget(40.0, 0.5);  // sqrt(40) ~ 6.3 ms
+/// double mb = frugal::rag::substage_budget(40.0, 0.5);  // sqrt(40) ~ 6.3 ms
 /// @endcode
 [[nodiscard]] inline double substage_budget(double t_retrieval, double beta) {
     (void)substage_gain(t_retrieval, beta, t_retrieval);  // validates the arguments
@@ -47,7 +47,7 @@ namespace frugal {
 /// probe order; for generation, its decode steps. Returns half-open [begin, end) ranges;
 /// this greedy fill gives the fewest sub-stages that respect the budget.
 /// @code
-/// auto stages = frugal::partition_by_budget(cluster_ms, frugal::substage_budget(t_r, beta));
+/// auto stages = frugal::rag::partition_by_budget(cluster_ms, frugal::rag::substage_budget(t_r, beta));
 /// @endcode
 [[nodiscard]] inline std::vector<std::pair<std::size_t, std::size_t>> partition_by_budget(std::span<const double> costs,
                                                                                         double budget) {
@@ -73,7 +73,7 @@ namespace frugal {
 /// Cluster search costs estimated from IVF list sizes: `per_cluster + per_vector * size`
 /// (a fixed cost per probed list plus a scan proportional to its length).
 /// @code
-/// auto ms = frugal::cluster_costs_from_list_sizes(list_sizes, 0.02, 1e-4);
+/// auto ms = frugal::rag::cluster_costs_from_list_sizes(list_sizes, 0.02, 1e-4);
 /// @endcode
 [[nodiscard]] inline std::vector<double> cluster_costs_from_list_sizes(std::span<const std::size_t> list_sizes,
                                                                       double per_cluster, double per_vector) {
@@ -117,7 +117,7 @@ struct throughput_curve {
 /// the maximum of the minimum of two piecewise-linear curves lies at a breakpoint or a
 /// crossing, which are all examined, so the answer is exact. Ties go to the smaller KV.
 /// @code
-/// double kv = frugal::select_kv_size(gen_curve, retrieval_curve, 24e9).first;
+/// double kv = frugal::rag::select_kv_size(gen_curve, retrieval_curve, 24e9).first;
 /// @endcode
 [[nodiscard]] inline std::pair<double, double> select_kv_size(const throughput_curve& generation,
                                                               const throughput_curve& retrieval, double gpu_bytes) {
@@ -148,4 +148,4 @@ struct throughput_curve {
     return best;
 }
 
-}  // namespace frugal
+}  // namespace frugal::rag

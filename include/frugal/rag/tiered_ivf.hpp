@@ -13,18 +13,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "frugal/cache/hot_set.hpp"
+#include "frugal/rag/hot_set.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/top_k.hpp"
 
-namespace frugal {
+namespace frugal::rag {
 
 /// Costs of the two tiers. Defaults: a 32-core CPU scanning lists at ~200 GB/s in all, an
 /// H100 scanning at ~2 TB/s (of its 3.35 TB/s HBM) with a ~50 us kernel launch and
 /// synchronisation per batch, and PCIe 5 at ~25 GB/s for the asynchronous swaps.
 /// @code
-/// frugal::tier_costs c{.fast_gb_per_s = 1000.0};
+/// frugal::rag::tier_costs c{.fast_gb_per_s = 1000.0};
 /// double ms = c.slow_ms(/*lists=*/3, /*bytes=*/1 << 20);
 /// @endcode
 struct tier_costs {
@@ -57,12 +57,12 @@ struct tier_search {
 /// skipped when too few target lists are cached to pay for the launch). Results equal a
 /// single-tier search exactly; only the simulated time differs.
 /// @code
-/// frugal::tiered_ivf tiers(index, /*hot_lists=*/64, /*period=*/50, /*decay=*/0.5, /*bytes_per_vector=*/4096);
-/// frugal::top_k best(5);
+/// frugal::rag::tiered_ivf tiers(index, /*hot_lists=*/64, /*period=*/50, /*decay=*/0.5, /*bytes_per_vector=*/4096);
+/// frugal::retrieve::top_k best(5);
 /// auto what = tiers.search_lists(query, index.probe(query, 32), best);
 /// tiers.end_substage();
 /// @endcode
-template <ivf_index Index>
+template <retrieve::ivf_index Index>
 class tiered_ivf {
 public:
     tiered_ivf(const Index& index, std::size_t hot_lists, std::size_t period, double decay, std::size_t bytes_per_vector,
@@ -83,7 +83,7 @@ public:
 
     /// Searches `lists` into `heap`: the fast-tier lists into one heap, the others into
     /// another, both merged into `heap`; records the accesses for the next refresh.
-    tier_search search_lists(std::span<const float> query, std::span<const std::size_t> lists, top_k& heap) {
+    tier_search search_lists(std::span<const float> query, std::span<const std::size_t> lists, retrieve::top_k& heap) {
         tier_search out;
         double fast_bytes = 0.0, slow_bytes = 0.0;
         for (std::size_t c : lists) {
@@ -104,7 +104,7 @@ public:
             out.fast.clear();
             out.ms = out.single_tier_ms;
         }
-        top_k fast_heap(heap.k());
+        retrieve::top_k fast_heap(heap.k());
         ix_.search_lists(query, out.fast, fast_heap);
         ix_.search_lists(query, out.slow, heap);
         heap.merge(fast_heap);
@@ -153,4 +153,4 @@ private:
     double hits_ = 0, probes_ = 0, hit_bytes_ = 0, bytes_ = 0, time_ = 0, single_time_ = 0, load_time_ = 0;
 };
 
-}  // namespace frugal
+}  // namespace frugal::rag

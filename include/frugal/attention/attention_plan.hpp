@@ -13,13 +13,13 @@
 #include "frugal/core/error.hpp"
 #include "frugal/core/memory_budget.hpp"
 
-namespace frugal {
+namespace frugal::attention {
 
 /// Sizes of one attention call: `q_heads` query heads over `kv_heads` key/value heads
 /// (GQA/MQA when fewer; q_heads must be a multiple), `q_len` queries, `kv_len` keys,
 /// head dimension `head_dim` (any value, e.g. 72, 80, 96, 112, 128).
 /// @code
-/// frugal::attention_shape shape{.q_heads = 32, .kv_heads = 8, .q_len = 4096, .kv_len = 4096, .head_dim = 128};
+/// frugal::attention::attention_shape shape{.q_heads = 32, .kv_heads = 8, .q_len = 4096, .kv_len = 4096, .head_dim = 128};
 /// @endcode
 struct attention_shape {
     std::size_t q_heads = 1;
@@ -50,7 +50,7 @@ struct attention_shape {
 /// work items; `q_tile`/`kv_tile` are the preferred tile sizes the planner shrinks to
 /// fit the budget.
 /// @code
-/// frugal::attention_options opt{.mask = frugal::attention_mask::causal(), .threads = 2};
+/// frugal::attention::attention_options opt{.mask = frugal::attention::attention_mask::causal(), .threads = 2};
 /// @endcode
 struct attention_options {
     attention_mask mask{};
@@ -64,7 +64,7 @@ struct attention_options {
 /// A validated tile plan (see `plan_attention_tiles`): every size the run needs and the
 /// exact bytes of its workspace.
 /// @code
-/// auto plan = frugal::plan_attention_tiles(shape, options, frugal::memory_budget::mib(16));
+/// auto plan = frugal::attention::plan_attention_tiles(shape, options, frugal::memory_budget::mib(16));
 /// std::size_t bytes = plan.workspace_bytes();   // what run allocates, exactly
 /// @endcode
 class attention_plan {
@@ -123,7 +123,7 @@ private:
 /// covers frugal's workspace only, not the caller's Q, K, V and output. Throws
 /// `frugal::invalid_argument` naming the minimum when even one 1 x 1 tile does not fit.
 /// @code
-/// auto plan = frugal::plan_attention_tiles({.q_heads = 8, .kv_heads = 8, .q_len = 4096, .kv_len = 4096,
+/// auto plan = frugal::attention::plan_attention_tiles({.q_heads = 8, .kv_heads = 8, .q_len = 4096, .kv_len = 4096,
 ///                                           .head_dim = 128}, {.threads = 2}, frugal::memory_budget::mib(16));
 /// @endcode
 [[nodiscard]] inline attention_plan plan_attention_tiles(const attention_shape& shape,
@@ -144,4 +144,4 @@ private:
     return attention_plan(shape, options, qt, kt, workers);
 }
 
-}  // namespace frugal
+}  // namespace frugal::attention

@@ -14,13 +14,13 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::rag {
 
 /// Reorders a probe list C' given H_v (lists that held the previous query's results) and
 /// C (lists the previous query searched): first H_v ∩ C', then (C - H_v) ∩ C', then the rest
 /// of C', each group in C' order. A permutation of `probe`.
 /// @code
-/// auto order = frugal::similarity_cluster_order(probe, result_lists, searched_lists);
+/// auto order = frugal::rag::similarity_cluster_order(probe, result_lists, searched_lists);
 /// @endcode
 [[nodiscard]] inline std::vector<std::size_t> similarity_cluster_order(std::span<const std::size_t> probe,
                                                                        std::span<const std::size_t> result_lists,
@@ -37,7 +37,7 @@ namespace frugal {
 /// as (id, list) pairs, and the lists it searched; `order()` applies the similarity-aware
 /// order to the next probe list.
 /// @code
-/// frugal::retrieval_history h(20);
+/// frugal::rag::retrieval_history h(20);
 /// h.remember(results_with_lists, probe);
 /// auto order = h.order(next_probe);
 /// @endcode
@@ -65,4 +65,4 @@ private:
     std::vector<std::size_t> searched_;
 };
 
-}  // namespace frugal
+}  // namespace frugal::rag

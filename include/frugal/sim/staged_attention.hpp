@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "frugal/attention/heads_view.hpp"
-#include "frugal/attention/parallel_for.hpp"
+#include "frugal/core/parallel_for.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/memory_budget.hpp"
-#include "frugal/schedule/attention_plan.hpp"
+#include "frugal/attention/attention_plan.hpp"
 
-namespace frugal {
+namespace frugal::sim {
 
 /// HyperGen's staged attention, faithfully: the full score matrix is materialized in host
 /// memory, built from row groups computed in a device buffer sized to the limit;
@@ -32,12 +32,12 @@ namespace staged_attention {
 /// the run allocates (`host_bytes` for the concatenated scores of all heads,
 /// `device_bytes` for the per-worker device buffers).
 /// @code
-/// auto plan = frugal::staged_attention::plan(shape, {}, frugal::memory_budget::mib(64));
+/// auto plan = frugal::sim::staged_attention::plan(shape, {}, frugal::memory_budget::mib(64));
 /// std::size_t host = plan.host_bytes();   // q_heads * q_len * kv_len * 4
 /// @endcode
 struct staged_plan {
-    attention_shape shape;
-    attention_options options;
+    attention::attention_shape shape;
+    attention::attention_options options;
     std::size_t score_rows = 0;    ///< rows of Q K^T per device sub-matrix
     std::size_t softmax_rows = 0;  ///< rows per softmax group (input and output on the device)
     std::size_t output_rows = 0;   ///< rows of P per P V sub-multiplication (P rows and result on the device)
@@ -62,9 +62,9 @@ struct staged_plan {
 /// memory limit); `options.threads` workers split the limit. Throws naming the minimum
 /// when one row of a step does not fit.
 /// @code
-/// auto plan = frugal::staged_attention::plan(shape, {.threads = 2}, frugal::memory_budget::mib(64));
+/// auto plan = frugal::sim::staged_attention::plan(shape, {.threads = 2}, frugal::memory_budget::mib(64));
 /// @endcode
-[[nodiscard]] inline staged_plan plan(const attention_shape& shape, const attention_options& options,
+[[nodiscard]] inline staged_plan plan(const attention::attention_shape& shape, const attention::attention_options& options,
                                       memory_budget device_limit) {
     shape.validate();
     FRUGAL_CHECK(options.threads > 0, "staged_attention::plan: threads must be positive");
@@ -84,16 +84,16 @@ struct staged_plan {
 
 /// Runs the staged baseline; same views and mask semantics as `tiled_attention::run`.
 /// @code
-/// frugal::staged_attention::run(plan, frugal::eigen::backend{}, q, k, v, out);
+/// frugal::sim::staged_attention::run(plan, frugal::eigen::backend{}, q, k, v, out);
 /// @endcode
 template <class Backend>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
-void run(const staged_plan& p, Backend&& backend, heads_view<const float> q, heads_view<const float> k,
-         heads_view<const float> v, heads_view<float> out) {
-    const attention_shape& sh = p.shape;
-    detail::check_attention_views(sh, q, k, v, out, {}, "staged_attention::run");
+void run(const staged_plan& p, Backend&& backend, attention::heads_view<const float> q, attention::heads_view<const float> k,
+         attention::heads_view<const float> v, attention::heads_view<float> out) {
+    const attention::attention_shape& sh = p.shape;
+    attention::detail::check_attention_views(sh, q, k, v, out, {}, "staged_attention::run");
     const float scale = p.options.scale > 0.0f ? p.options.scale : 1.0f / std::sqrt(float(sh.head_dim));
-    const attention_mask mask = p.options.mask;
+    const attention::attention_mask mask = p.options.mask;
     const auto q_len = std::int64_t(sh.q_len), kv_len = std::int64_t(sh.kv_len);
     std::vector<float> host(p.host_bytes() / sizeof(float));  // concatenated scores, then probabilities
     std::vector<float> device(p.device_bytes() / sizeof(float));
@@ -106,7 +106,7 @@ void run(const staged_plan& p, Backend&& backend, heads_view<const float> q, hea
             const std::size_t rows = std::min(p.score_rows, sh.q_len - r0);
             const matrix_view<float> d(dev, rows, sh.kv_len);
             backend.gemm(q.head(h).row_block(r0, rows), transpose::no, kh, transpose::yes, d, scale, 0.0f);
-            if (mask.is_causal) detail::apply_mask(d, mask, std::int64_t(r0), 0, q_len, kv_len);
+            if (mask.is_causal) attention::detail::apply_mask(d, mask, std::int64_t(r0), 0, q_len, kv_len);
             std::copy_n(dev, rows * sh.kv_len, scores.row(r0).data());
         }
         // Softmax: group input copied to the device, output computed there, written back to host.
@@ -121,7 +121,7 @@ void run(const staged_plan& p, Backend&& backend, heads_view<const float> q, hea
                 const float mx = *std::max_element(x, x + sh.kv_len);
                 float sum = 0.0f;
                 for (std::size_t j = 0; j < sh.kv_len; ++j) {
-                    y[j] = mx == softmax_math::minus_infinity() ? 0.0f : std::exp(x[j] - mx);
+                    y[j] = mx == attention::softmax_math::minus_infinity() ? 0.0f : std::exp(x[j] - mx);
                     sum += y[j];
                 }
                 const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
@@ -143,4 +143,4 @@ void run(const staged_plan& p, Backend&& backend, heads_view<const float> q, hea
 }
 
 }  // namespace staged_attention
-}  // namespace frugal
+}  // namespace frugal::sim

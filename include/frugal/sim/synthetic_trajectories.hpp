@@ -14,7 +14,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/prune/trajectory.hpp"
 
-namespace frugal {
+namespace frugal::sim {
 
 /// Parameters of generate_synthetic_trajectories (logits are pre-sigmoid scores).
 struct synthetic_trajectory_options {
@@ -46,9 +46,9 @@ struct synthetic_trajectory_options {
 /// walk; the reported score is sigmoid(logit), as a reranker's relevance probability.
 /// Deterministic for a given seed.
 /// @code
-/// auto set = frugal::generate_synthetic_trajectories({.queries = 200, .seed = 1});
+/// auto set = frugal::sim::generate_synthetic_trajectories({.queries = 200, .seed = 1});
 /// @endcode
-inline trajectory_set generate_synthetic_trajectories(const synthetic_trajectory_options& o) {
+inline prune::trajectory_set generate_synthetic_trajectories(const synthetic_trajectory_options& o) {
     FRUGAL_CHECK(o.queries > 0 && o.candidates > 0 && o.layers > 0, "generate_synthetic_trajectories: ",
                  o.queries, " queries x ", o.candidates, " candidates x ", o.layers, " layers must all be positive");
     FRUGAL_CHECK(o.min_groups >= 1 && o.min_groups <= o.max_groups, "generate_synthetic_trajectories: groups ",
@@ -61,7 +61,7 @@ inline trajectory_set generate_synthetic_trajectories(const synthetic_trajectory
     std::mt19937_64 rng(o.seed);
     std::normal_distribution<double> normal;
     const auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
-    trajectory_set set;
+    prune::trajectory_set set;
     set.layers = o.layers;
     const double depth = static_cast<double>(o.layers);
     std::vector<double> centres, weight(o.layers);
@@ -79,7 +79,7 @@ inline trajectory_set generate_synthetic_trajectories(const synthetic_trajectory
             weight[l] = (logistic(static_cast<double>(l + 1)) - a0) / (a1 - a0);
         weight[o.layers - 1] = 1.0;
         const double base = o.early_mean + o.early_mean_sd * normal(rng);
-        score_trajectory traj(o.candidates, o.layers);
+        prune::score_trajectory traj(o.candidates, o.layers);
         for (std::size_t c = 0; c < o.candidates; ++c) {
             const std::size_t g = std::uniform_int_distribution<std::size_t>(0, groups - 1)(rng);
             const double final_logit = centres[g] + centre_shift + o.within_group_sd * normal(rng);
@@ -96,4 +96,4 @@ inline trajectory_set generate_synthetic_trajectories(const synthetic_trajectory
     return set;
 }
 
-}  // namespace frugal
+}  // namespace frugal::sim

@@ -21,12 +21,12 @@
 
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
-#include "frugal/retrieve/cluster_order.hpp"
+#include "frugal/rag/cluster_order.hpp"
 #include "frugal/retrieve/top_k.hpp"
-#include "frugal/schedule/substage.hpp"
-#include "frugal/schedule/workflow.hpp"
+#include "frugal/rag/substage.hpp"
+#include "frugal/rag/workflow.hpp"
 
-namespace frugal {
+namespace frugal::rag {
 
 /// One request's decode step in a generation batch: the documents it is conditioned on,
 /// its context length, and the text it extends (`*text`, a running hash in simulation).
@@ -42,7 +42,7 @@ struct retrieval_slot {
     std::size_t request = 0;
     std::uint64_t query = 0;
     std::span<const std::size_t> clusters;
-    top_k* results = nullptr;
+    retrieve::top_k* results = nullptr;
 };
 
 /// The LLM engine as the scheduler drives it: `step(batch)` runs one decode step for every
@@ -228,7 +228,7 @@ private:
         std::uint64_t query = 0;
         std::vector<std::size_t> probe;
         std::size_t next = 0, substages = 0;
-        std::optional<top_k> found;  // holds max(top_k, history) results when reordering
+        std::optional<retrieve::top_k> found;  // holds max(top_k, history) results when reordering
     };
     struct live {
         rag_request req;
@@ -588,10 +588,10 @@ private:
 /// this is the deterministic simulation mode. Speculative generations that fail validation
 /// are re-run, so every policy produces the same states.
 /// @code
-/// auto g = frugal::hyde_workflow();
-/// frugal::simulated_generator gen; frugal::simulated_retriever ret;
-/// std::vector<frugal::rag_request> reqs{{0.0, &g, {}}, {5.0, &g, {}}};
-/// auto run = frugal::schedule_rag(reqs, gen, ret, {.policy = frugal::rag_policy::wavefront});
+/// auto g = frugal::rag::hyde_workflow();
+/// frugal::sim::simulated_generator gen; frugal::sim::simulated_retriever ret;
+/// std::vector<frugal::rag::rag_request> reqs{{0.0, &g, {}}, {5.0, &g, {}}};
+/// auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront});
 /// @endcode
 template <rag_generator G, rag_retriever R>
 [[nodiscard]] rag_run schedule_rag(std::vector<rag_request> requests, G& gen, R& ret,
@@ -599,4 +599,4 @@ template <rag_generator G, rag_retriever R>
     return detail::rag_engine<G, R>(std::move(requests), gen, ret, opt).run();
 }
 
-}  // namespace frugal
+}  // namespace frugal::rag

@@ -11,7 +11,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/core/memory_budget.hpp"
 
-namespace frugal {
+namespace frugal::attention {
 
 /// The five steps of one transformer block's prefill (HyperGen 2.2).
 enum class prefill_step : unsigned char { qkv, attention_score, softmax, attention_output, mlp };
@@ -24,7 +24,7 @@ inline constexpr std::array<prefill_step, 5> prefill_steps = {prefill_step::qkv,
 /// The sizes Table 1 is written in: batch `b`, prompt length `s`, attention hidden size
 /// `h1`, MLP hidden size `h2`, attention heads `n`, and bytes per element.
 /// @code
-/// frugal::prefill_dims opt30b{.b = 1, .s = 4096, .h1 = 7168, .h2 = 28672, .n = 56, .element_bytes = 2};
+/// frugal::attention::prefill_dims opt30b{.b = 1, .s = 4096, .h1 = 7168, .h2 = 28672, .n = 56, .element_bytes = 2};
 /// @endcode
 struct prefill_dims {
     std::uint64_t b = 1;
@@ -62,7 +62,7 @@ namespace detail {
 /// | attention output | 3bsh1 + h1^2 + nbs^2 | bsh1 |
 /// | MLP | 2bsh1 + 2h1h2 + bsh2 | bsh1 |
 /// @code
-/// auto m = frugal::estimate_step_memory(frugal::prefill_step::softmax, dims);
+/// auto m = frugal::attention::estimate_step_memory(frugal::attention::prefill_step::softmax, dims);
 /// bool fits = m.peak_bytes() <= limit;
 /// @endcode
 [[nodiscard]] constexpr step_memory estimate_step_memory(prefill_step step, const prefill_dims& d) {
@@ -94,7 +94,7 @@ enum class memory_pressure : unsigned char {
 /// need the severe-pressure partitioning). Throws when QKV or MLP do not fit: HyperGen
 /// partitions only the three attention steps.
 /// @code
-/// auto p = frugal::classify_memory_pressure(dims, frugal::memory_budget(8ull << 30));
+/// auto p = frugal::attention::classify_memory_pressure(dims, frugal::memory_budget(8ull << 30));
 /// @endcode
 [[nodiscard]] constexpr memory_pressure classify_memory_pressure(const prefill_dims& d, memory_budget limit) {
     const auto fits = [&](prefill_step s) { return estimate_step_memory(s, d).peak_bytes() <= limit.bytes(); };
@@ -109,4 +109,4 @@ enum class memory_pressure : unsigned char {
     return memory_pressure::severe;
 }
 
-}  // namespace frugal
+}  // namespace frugal::attention

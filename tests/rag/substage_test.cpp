@@ -1,4 +1,4 @@
-#include <frugal/schedule/substage.hpp>
+#include <frugal/rag/substage.hpp>
 
 #include <gtest/gtest.h>
 
@@ -16,11 +16,11 @@ TEST(Substage, ClosedFormBudgetMatchesNumericSweep) {
             const double gain = (t - mb) / 2 - t / mb * beta;  // Eq. 1, overhead subtracted
             if (gain > best_gain) best_gain = gain, best_mb = mb;
         }
-        const double mb = frugal::substage_budget(t, beta);
+        const double mb = frugal::rag::substage_budget(t, beta);
         EXPECT_NEAR(mb, best_mb, 2 * t / steps) << "t " << t << " beta " << beta;
-        EXPECT_GE(frugal::substage_gain(t, beta, mb), best_gain - 1e-9);
+        EXPECT_GE(frugal::rag::substage_gain(t, beta, mb), best_gain - 1e-9);
     }
-    EXPECT_DOUBLE_EQ(frugal::substage_budget(8, 5), 8.0);  // beta >= t / 2: do not split
+    EXPECT_DOUBLE_EQ(frugal::rag::substage_budget(8, 5), 8.0);  // beta >= t / 2: do not split
 }
 
 TEST(Substage, PartitionIsTheFewestBudgetRespectingCut) {
@@ -31,7 +31,7 @@ TEST(Substage, PartitionIsTheFewestBudgetRespectingCut) {
         std::vector<double> c(n);
         for (auto& x : c) x = cost(rng);
         const double budget = 0.5 + trial % 5;
-        const auto stages = frugal::partition_by_budget(c, budget);
+        const auto stages = frugal::rag::partition_by_budget(c, budget);
         // Oracle: every cut set; a sub-stage is valid if within budget or a single item.
         std::size_t fewest = n;
         for (std::uint32_t cuts = 0; cuts < (1u << (n - 1)); ++cuts) {
@@ -65,14 +65,14 @@ TEST(Substage, PartitionIsTheFewestBudgetRespectingCut) {
 
 TEST(Substage, ClusterCostsFromListSizes) {
     const std::vector<std::size_t> sizes = {100, 0, 250};
-    EXPECT_EQ(frugal::cluster_costs_from_list_sizes(sizes, 1.0, 0.01), (std::vector<double>{2.0, 1.0, 3.5}));
+    EXPECT_EQ(frugal::rag::cluster_costs_from_list_sizes(sizes, 1.0, 0.01), (std::vector<double>{2.0, 1.0, 3.5}));
 }
 
 TEST(Substage, KvSizeMatchesDenseSweep) {
     std::mt19937 rng(4);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     for (int trial = 0; trial < 30; ++trial) {
-        frugal::throughput_curve g, r;
+        frugal::rag::throughput_curve g, r;
         double x = 0, tg = 0, tr = 0;
         for (int k = 0; k < 6; ++k) {
             x += 1 + 3 * u(rng);
@@ -82,7 +82,7 @@ TEST(Substage, KvSizeMatchesDenseSweep) {
             r.x.push_back(x), r.throughput.push_back(tr);
         }
         const double budget = 5 + 15 * u(rng);
-        const auto [kv, value] = frugal::select_kv_size(g, r, budget);
+        const auto [kv, value] = frugal::rag::select_kv_size(g, r, budget);
         double sweep = -1;
         for (int k = 0; k <= 100000; ++k) {
             const double v = budget * k / 100000;
@@ -95,18 +95,18 @@ TEST(Substage, KvSizeMatchesDenseSweep) {
 }
 
 TEST(Substage, RejectsBadInput) {
-    EXPECT_THROW((void)frugal::substage_budget(0, 1), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::substage_budget(-5, 1), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::substage_budget(10, 0), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::partition_by_budget({}, 1.0), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::substage_budget(0, 1), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::substage_budget(-5, 1), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::substage_budget(10, 0), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::partition_by_budget({}, 1.0), frugal::invalid_argument);
     const std::vector<double> c = {1, 2};
-    EXPECT_THROW((void)frugal::partition_by_budget(c, 0.0), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::partition_by_budget(c, 0.0), frugal::invalid_argument);
     const std::vector<double> neg = {1, -2};
-    EXPECT_THROW((void)frugal::partition_by_budget(neg, 1.0), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::cluster_costs_from_list_sizes({}, 1, 1), frugal::invalid_argument);
-    frugal::throughput_curve bad{{2, 1}, {1, 1}}, ok{{1}, {1}};
-    EXPECT_THROW((void)frugal::select_kv_size(bad, ok, 10), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::select_kv_size(ok, ok, 0), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::partition_by_budget(neg, 1.0), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::cluster_costs_from_list_sizes({}, 1, 1), frugal::invalid_argument);
+    frugal::rag::throughput_curve bad{{2, 1}, {1, 1}}, ok{{1}, {1}};
+    EXPECT_THROW((void)frugal::rag::select_kv_size(bad, ok, 10), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::rag::select_kv_size(ok, ok, 0), frugal::invalid_argument);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <frugal/cache/embedding_row_cache.hpp>
-#include <frugal/cache/hot_set.hpp>
+#include <frugal/rag/hot_set.hpp>
 
 #include "frugal_test_temp.hpp"
 
@@ -23,7 +23,7 @@ namespace {
 TEST(HotSet, TopGcMatchesBruteForceDecayedCounts) {
     constexpr std::size_t gc = 5, period = 7;
     constexpr double decay = 0.6;
-    frugal::hot_set<int> hot(gc, period, decay);
+    frugal::rag::hot_set<int> hot(gc, period, decay);
     std::vector<std::pair<std::size_t, int>> history;  // (step, id)
     std::set<int> resident;
     std::mt19937 rng(4);
@@ -63,8 +63,8 @@ TEST(HotSet, TopGcMatchesBruteForceDecayedCounts) {
         resident = after;
     }
     EXPECT_EQ(recomputations, 400 / period);
-    EXPECT_THROW(frugal::hot_set<int>(0, 1, 0.5), frugal::invalid_argument);
-    EXPECT_THROW(frugal::hot_set<int>(1, 1, 1.5), frugal::invalid_argument);
+    EXPECT_THROW(frugal::rag::hot_set<int>(0, 1, 0.5), frugal::invalid_argument);
+    EXPECT_THROW(frugal::rag::hot_set<int>(1, 1, 1.5), frugal::invalid_argument);
 }
 
 class EmbeddingRows : public ::testing::Test {
@@ -85,7 +85,7 @@ protected:
 TEST_F(EmbeddingRows, GatherReadsTheTableAndMissesLikeAnLru) {
     constexpr std::size_t rows = 500, cols = 6, capacity = 32;
     write_table(rows, cols);
-    frugal::embedding_row_cache cache(frugal::row_file(file, cols), capacity);
+    frugal::cache::embedding_row_cache cache(frugal::cache::row_file(file, cols), capacity);
     std::mt19937 rng(8);
     std::vector<std::int32_t> tokens(2000);
     for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % 4 == 0 ? rng() % rows : rng() % 20);
@@ -116,8 +116,8 @@ TEST_F(EmbeddingRows, GatherReadsTheTableAndMissesLikeAnLru) {
 
 TEST_F(EmbeddingRows, RaggedFileIsAClearError) {
     write_table(3, 5);
-    EXPECT_THROW(frugal::row_file(file, 4), frugal::runtime_error);
-    EXPECT_THROW(frugal::row_file(file.string() + ".missing", 4), frugal::runtime_error);
+    EXPECT_THROW(frugal::cache::row_file(file, 4), frugal::runtime_error);
+    EXPECT_THROW(frugal::cache::row_file(file.string() + ".missing", 4), frugal::runtime_error);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 
 #include "frugal/core/error.hpp"
 
-namespace frugal {
+namespace frugal::rag {
 
 /// A node id, chosen by the user as in Listing 1 (`add_generation(0, ...)`).
 using rag_node_id = std::size_t;
@@ -68,11 +68,11 @@ struct rag_node {
 /// loop). `validate()` rejects dangling edges, unknown nodes, dead ends and cycles that
 /// no conditional edge can leave.
 /// @code
-/// frugal::rag_graph g;  // Listing 1, HyDE
+/// frugal::rag::rag_graph g;  // Listing 1, HyDE
 /// g.add_generation(0, "hypothesis", 64);
 /// g.add_retrieval(1, "search", 5);
 /// g.add_generation(2, "answer", 128);
-/// g.add_edge(frugal::rag_start, 0); g.add_edge(0, 1); g.add_edge(1, 2); g.add_edge(2, frugal::rag_end);
+/// g.add_edge(frugal::rag::rag_start, 0); g.add_edge(0, 1); g.add_edge(1, 2); g.add_edge(2, frugal::rag::rag_end);
 /// g.validate();
 /// @endcode
 class rag_graph {
@@ -210,7 +210,7 @@ struct rag_workflow_lengths {
 
 /// One-shot: retrieve top-k for the input, then answer (hedrarag.txt 6.1).
 /// @code
-/// auto g = frugal::one_shot_workflow(5);
+/// auto g = frugal::rag::one_shot_workflow(5);
 /// @endcode
 [[nodiscard]] inline rag_graph one_shot_workflow(std::size_t top_k = 5, rag_workflow_lengths len = {}) {
     rag_graph g;
@@ -224,7 +224,7 @@ struct rag_workflow_lengths {
 
 /// Listing 1's HyDE workflow: generate a hypothesis, retrieve with it, answer.
 /// @code
-/// auto g = frugal::hyde_workflow(5);
+/// auto g = frugal::rag::hyde_workflow(5);
 /// @endcode
 [[nodiscard]] inline rag_graph hyde_workflow(std::size_t top_k = 5, rag_workflow_lengths len = {}) {
     rag_graph g;
@@ -242,8 +242,8 @@ struct rag_workflow_lengths {
 /// once per sub-question; the conditional edge loops back to retrieval while the state's
 /// "subquestions" value exceeds the answers given so far.
 /// @code
-/// auto g = frugal::multistep_workflow(2);
-/// frugal::rag_state s; s.values["subquestions"] = 3;  // three rounds
+/// auto g = frugal::rag::multistep_workflow(2);
+/// frugal::rag::rag_state s; s.values["subquestions"] = 3;  // three rounds
 /// @endcode
 [[nodiscard]] inline rag_graph multistep_workflow(std::size_t top_k = 2, rag_workflow_lengths len = {}) {
     rag_graph g;
@@ -262,4 +262,4 @@ struct rag_workflow_lengths {
     return g;
 }
 
-}  // namespace frugal
+}  // namespace frugal::rag

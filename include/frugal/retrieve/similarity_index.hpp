@@ -15,7 +15,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 
-namespace frugal {
+namespace frugal::retrieve {
 
 /// The best stored vector for a query: its slot and inner product (cosine for unit vectors).
 /// @code
@@ -30,7 +30,7 @@ struct similarity_match {
 /// product with a query. Plug in your own (an HNSW or IVF index) through this concept; the
 /// semantic cache hands it unit-normalized vectors and manages the slot numbers.
 /// @code
-/// static_assert(frugal::similarity_index<my_faiss_adapter>);
+/// static_assert(frugal::retrieve::similarity_index<my_faiss_adapter>);
 /// @endcode
 template <class I>
 concept similarity_index = requires(I& index, const I& cindex, std::size_t slot, std::span<const float> v) {
@@ -44,7 +44,7 @@ concept similarity_index = requires(I& index, const I& cindex, std::size_t slot,
 /// Scores every row of `rows` against `query` into `out` (inner products): the scan of a
 /// flat index. The default is a plain loop; `frugal::eigen::gemv_scan` uses Eigen.
 /// @code
-/// frugal::flat_similarity_index<frugal::scalar_scan> index(384);
+/// frugal::retrieve::flat_similarity_index<frugal::retrieve::scalar_scan> index(384);
 /// @endcode
 struct scalar_scan {
     void operator()(matrix_view<const float> rows, std::span<const float> query, std::span<float> out) const {
@@ -60,7 +60,7 @@ struct scalar_scan {
 /// Exhaustive inner-product index over a dense slot x dim matrix: exact, O(slots x dim) per
 /// query with the `Scan` kernel, good to tens of thousands of entries (a QA bank's scale).
 /// @code
-/// frugal::flat_similarity_index<> index(384);
+/// frugal::retrieve::flat_similarity_index<> index(384);
 /// index.store(0, unit_vector);
 /// auto best = index.nearest(unit_query);   // {slot, cosine}
 /// @endcode
@@ -120,7 +120,7 @@ static_assert(similarity_index<flat_similarity_index<>>);
 /// a zero, infinite or NaN vector.
 /// @code
 /// std::vector<float> u(v.size());
-/// frugal::normalize_into(v, u);
+/// frugal::retrieve::normalize_into(v, u);
 /// @endcode
 inline void normalize_into(std::span<const float> v, std::span<float> out) {
     FRUGAL_CHECK(v.size() == out.size(), "normalize_into: sizes ", v.size(), " and ", out.size(), " differ");
@@ -132,4 +132,4 @@ inline void normalize_into(std::span<const float> v, std::span<float> out) {
     for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i] * inv);
 }
 
-}  // namespace frugal
+}  // namespace frugal::retrieve
