@@ -46,7 +46,7 @@ double check(const workload& w, std::size_t kvh, const tensors& t, const std::ve
     std::vector<double> worst(w.threads, 0.0);
     const double scale = 1.0 / std::sqrt(double(w.d));
     const auto sq = std::int64_t(w.sq), skv = std::int64_t(w.skv);
-    parallel_for_index(w.heads * w.sq, w.threads, [&](std::size_t item, std::size_t worker) {
+    parallel_for(default_thread_pool(), w.heads * w.sq, w.threads, [&](std::size_t item, std::size_t worker) {
         const std::size_t h = item / w.sq, i = item % w.sq, g = h / (w.heads / kvh);
         std::vector<double> s(w.skv, -std::numeric_limits<double>::infinity()), o(w.d, 0.0);
         double mx = -std::numeric_limits<double>::infinity();
@@ -125,7 +125,7 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
         // (sq x skv)(skv x d), in row blocks spread over the same threads.
         c.resize(std::min(w.threads, w.heads * blocks) * rows * w.skv);
         add("gemm", [&] {
-            parallel_for_index(w.heads * blocks, w.threads, [&](std::size_t item, std::size_t worker) {
+            parallel_for(default_thread_pool(), w.heads * blocks, w.threads, [&](std::size_t item, std::size_t worker) {
                 const std::size_t h = item / blocks, r0 = item % blocks * roofline_rows;
                 const std::size_t n = std::min(roofline_rows, w.sq - r0);
                 const matrix_view<float> s(c.data() + worker * rows * w.skv, n, w.skv);
@@ -149,7 +149,7 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
         // softmax(scale Q K^T + mask) V with the whole score matrix of a head materialized.
         s_all.resize(std::min(w.threads, w.heads) * w.sq * w.skv);
         add("naive", [&] {
-            parallel_for_index(w.heads, w.threads, [&](std::size_t h, std::size_t worker) {
+            parallel_for(default_thread_pool(), w.heads, w.threads, [&](std::size_t h, std::size_t worker) {
                 const std::size_t g = h / (w.heads / kvh);
                 const matrix_view<float> s(s_all.data() + worker * w.sq * w.skv, w.sq, w.skv);
                 cpu.gemm(qv.head(h), transpose::no, kv.head(g), transpose::yes, s, scale, 0.0f);

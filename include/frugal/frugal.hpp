@@ -8,13 +8,17 @@
 
 // core
 #include "frugal/core/assert.hpp"
+#include "frugal/core/atomic_file.hpp"
+#include "frugal/core/checked.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/executor.hpp"
+#include "frugal/core/hash.hpp"
 #include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/core/memory_budget.hpp"
-#include "frugal/core/parallel_for.hpp"
 #include "frugal/core/stats.hpp"
+#include "frugal/core/thread_pool.hpp"
 #include "frugal/core/version.hpp"
 
 // attention

@@ -17,7 +17,7 @@
 
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/online_softmax.hpp"
-#include "frugal/core/parallel_for.hpp"
+#include "frugal/core/thread_pool.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
@@ -213,7 +213,7 @@ void run(const streaming_plan& p, Backend&& backend, heads_view<const float> q, 
             const std::size_t n = std::min(p.kv_block, sh.kv_len - b0);
             const matrix_view<float> kb(block, n, sh.head_dim), vb(block + n * sh.head_dim, n, sh.head_dim);
             source.load(g, b0, kb, vb);
-            parallel_for_index(group * n_tiles, tp.workers(), [&](std::size_t item, std::size_t worker) {
+            parallel_for(default_thread_pool(), group * n_tiles, tp.workers(), [&](std::size_t item, std::size_t worker) {
                 const std::size_t j = item % group, q0 = item / group * qt, rows = std::min(qt, sh.q_len - q0);
                 const auto iq0 = static_cast<std::int64_t>(q0), iq1 = iq0 + static_cast<std::int64_t>(rows);
                 const std::size_t lo = std::max<std::size_t>(b0, static_cast<std::size_t>(mask.key_begin(iq0, q_len, kv_len)));

@@ -15,7 +15,7 @@
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/online_softmax.hpp"
-#include "frugal/core/parallel_for.hpp"
+#include "frugal/core/thread_pool.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
@@ -198,7 +198,7 @@ void run(const attention_plan& plan, Backend&& backend, heads_view<const float> 
     const std::size_t qt = plan.q_tile(), kt = plan.kv_tile(), n_tiles = plan.q_tiles();
     const float scale = plan.score_scale_log2();
     // Later query tiles see more keys under a causal mask: hand them out first.
-    parallel_for_index(sh.q_heads * n_tiles, plan.workers(), [&](std::size_t item, std::size_t worker) {
+    parallel_for(default_thread_pool(), sh.q_heads * n_tiles, plan.workers(), [&](std::size_t item, std::size_t worker) {
         const std::size_t h = item % sh.q_heads;
         const std::size_t tile = n_tiles - 1 - item / sh.q_heads;
         const std::size_t q0 = tile * qt, rows = std::min(qt, sh.q_len - q0);

@@ -17,6 +17,7 @@
 
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
 
 namespace frugal::cache {
 
@@ -86,14 +87,6 @@ enum class put_result : std::uint8_t {
     replaced,  ///< the key was present; its value was replaced
     rejected,  ///< not admitted (heavier than the budget, or no unpinned entry left to evict)
 };
-
-namespace detail {
-/// Fibonacci mixing of the user's hash so that power-of-two bucket masks see every bit.
-[[nodiscard]] constexpr std::size_t mix_hash(std::size_t h) noexcept {
-    return static_cast<std::size_t>((static_cast<std::uint64_t>(h) * 0x9E3779B97F4A7C15ull) >> 16 ^
-                                    static_cast<std::uint64_t>(h));
-}
-}  // namespace detail
 
 /// Index (key -> entry) on Boost.Intrusive hooks inside the entries: lookups, inserts and
 /// erases allocate nothing; only growth of the bucket array does (amortized, doubling).
@@ -369,7 +362,7 @@ private:
 
     template <class K>
     [[nodiscard]] std::size_t hash_of(const K& key) const {
-        return detail::mix_hash(hash_(key));
+        return static_cast<std::size_t>(hash_mix(hash_(key)));
     }
     node_type* access(const Key& key) {
         const std::size_t h = hash_of(key);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
 
 namespace frugal::cache {
 
@@ -70,9 +71,7 @@ private:
     [[nodiscard]] std::size_t slot(std::size_t h, std::size_t row) const noexcept {
         static constexpr std::uint64_t seeds[depth] = {0xc3a5c85c97cb3127ull, 0xb492b66fbe98f273ull,
                                                        0x9ae16a3b2f90404full, 0xcbf29ce484222325ull};
-        std::uint64_t x = (static_cast<std::uint64_t>(h) + seeds[row]) * 0x9E3779B97F4A7C15ull;
-        x ^= x >> 32;
-        return static_cast<std::size_t>(x) & (width_ - 1);
+        return static_cast<std::size_t>(hash_mix(static_cast<std::uint64_t>(h) + seeds[row])) & (width_ - 1);
     }
     std::vector<std::uint8_t> table_;
     std::size_t width_ = 0, sample_size_ = 0, additions_ = 0;

@@ -30,9 +30,9 @@
 #define FRUGAL_PREFIX_TREE_FSYNC 1
 #endif
 
-#include "frugal/cache/basic_cache.hpp"  // detail::mix_hash
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
 #include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/memory_budget.hpp"
 
@@ -267,7 +267,7 @@ class prefix_tree {
             (pool.free)(n);
         }
         static std::size_t hash_of(const node* parent, const ChunkId& id) {
-            return detail::mix_hash(Hash{}(id) ^ static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(parent) * 0x9E3779B97F4A7C15ull));
+            return static_cast<std::size_t>(hash_mix(Hash{}(id) ^ hash_mix(reinterpret_cast<std::uintptr_t>(parent))));
         }
     };
 
@@ -544,11 +544,6 @@ private:
         T v;
         std::memcpy(&v, s.data() + off, sizeof(T));
         return v;
-    }
-    static std::uint64_t fnv1a(std::string_view s) noexcept {
-        std::uint64_t h = 0xcbf29ce484222325ull;
-        for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-        return h;
     }
 
     void touch(node& n) {

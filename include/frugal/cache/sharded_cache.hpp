@@ -12,6 +12,7 @@
 
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
 
 namespace frugal::cache {
 
@@ -120,7 +121,7 @@ private:
         Cache cache;
     };
     shard& shard_of(const key_type& key) {
-        return *shards_[(detail::mix_hash(hash_(key)) >> 7) % shards_.size()];
+        return *shards_[(hash_mix(hash_(key)) >> 7) % shards_.size()];
     }
 
     [[no_unique_address]] Hash hash_;

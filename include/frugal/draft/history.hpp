@@ -21,6 +21,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 
 #include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 
 namespace frugal::draft {
@@ -102,7 +103,7 @@ public:
             put(bytes, &s, sizeof s);
         }
         put(bytes, sam_.text().data(), sam_.text().size_bytes());
-        const std::uint64_t sum = fnv1a(bytes);
+        const std::uint64_t sum = frugal::fnv1a(bytes);
         put(bytes, &sum, sizeof sum);
         std::ofstream out(path, std::ios::binary | std::ios::trunc);
         if (!out) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", path.string(), " for writing");
@@ -168,7 +169,7 @@ public:
                         bytes.size() < need ? "truncated" : "corrupt", ": ", bytes.size(), " bytes, expected ", need);
         std::uint64_t stored = 0;
         std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
-        if (stored != fnv1a(bytes.first(bytes.size() - 8)))
+        if (stored != frugal::fnv1a(bytes.first(bytes.size() - 8)))
             FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: checksum mismatch");
         const std::size_t starts_at = at, tokens_at = at + docs * 8;
         auto start = [&](std::uint64_t d) {
@@ -204,11 +205,6 @@ private:
         out.insert(out.end(), p, p + n);
     }
     // FNV-1a, 64-bit: a few lines, enough to detect corruption (not tampering).
-    static std::uint64_t fnv1a(std::span<const unsigned char> bytes) noexcept {
-        std::uint64_t h = 0xcbf29ce484222325ull;
-        for (unsigned char b : bytes) h = (h ^ b) * 0x100000001b3ull;
-        return h;
-    }
 
     void evict(std::size_t incoming) {
         const auto starts = sam_.document_starts();

@@ -21,6 +21,7 @@
 
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
 #include "frugal/rag/cluster_order.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/rag/substage.hpp"
@@ -153,13 +154,6 @@ struct rag_run {
 
 namespace detail {
 
-inline std::uint64_t rag_mix(std::uint64_t h, std::uint64_t v) noexcept {
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    return h ^ (h >> 29);
-}
-
 template <class G, class R>
 class rag_engine {
 public:
@@ -252,7 +246,7 @@ private:
     // The request's next query: the retriever's own when it names queries, else a hash.
     [[nodiscard]] std::uint64_t query_of(const rag_state& s) const {
         if constexpr (ordered) return static_cast<std::uint64_t>(ret_.query_of(s));
-        else return rag_mix(rag_mix(s.request, s.retrieved.size()), s.text);
+        else return hash_combine(hash_combine(s.request, s.retrieved.size()), s.text);
     }
     // The node's top-k of the (possibly wider) heap.
     [[nodiscard]] static std::vector<std::uint64_t> result_ids(const ret_part& rp) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
 #include "frugal/rag/wavefront.hpp"
 
 namespace frugal::sim {
@@ -40,7 +41,7 @@ struct simulated_generator {
                per_context_token_ms * static_cast<double>(total_context);
     }
     [[nodiscard]] std::size_t length(const rag::rag_state& s, const rag::rag_node& n) const {
-        const std::uint64_t h = rag::detail::rag_mix(rag::detail::rag_mix(s.request, s.text), n.tokens);
+        const std::uint64_t h = hash_combine(hash_combine(s.request, s.text), n.tokens);
         const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
         const double f = 1.0 - length_jitter + 2.0 * length_jitter * u;
         return std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(static_cast<double>(n.tokens) * f)));
@@ -48,8 +49,8 @@ struct simulated_generator {
     double step(std::span<const rag::generation_slot> batch) {
         std::size_t ctx = 0;
         for (const auto& s : batch) {
-            std::uint64_t h = rag::detail::rag_mix(*s.text, s.step);
-            for (std::uint64_t d : s.docs) h = rag::detail::rag_mix(h, d);
+            std::uint64_t h = hash_combine(*s.text, s.step);
+            for (std::uint64_t d : s.docs) h = hash_combine(h, d);
             *s.text = h;
             ctx += s.context;
         }
@@ -107,9 +108,9 @@ public:
     /// top 16 bits are the request's topic.
     [[nodiscard]] std::uint64_t query_of(const rag::rag_state& s) const {
         const std::uint64_t text = c_.query_buckets == 0 ? s.text : s.text % c_.query_buckets;
-        const std::uint64_t q = rag::detail::rag_mix(rag::detail::rag_mix(s.request, s.retrieved.size()), text);
+        const std::uint64_t q = hash_combine(hash_combine(s.request, s.retrieved.size()), text);
         if (c_.request_similarity == 0.0) return q;
-        return (rag::detail::rag_mix(s.request, c_.seed) & 0xffff000000000000ULL) | (q >> 16);
+        return (hash_combine(s.request, c_.seed) & 0xffff000000000000ULL) | (q >> 16);
     }
     /// The cluster a result id came from (ids are cluster * 1000003 + candidate).
     [[nodiscard]] std::size_t list_of(std::uint64_t id) const noexcept { return static_cast<std::size_t>(id / 1000003ULL); }
@@ -147,13 +148,13 @@ private:
         return c_.per_cluster_ms + c_.per_vector_ms * static_cast<double>(sizes_[c]);
     }
     [[nodiscard]] static double uniform(std::uint64_t key, std::size_t c) {
-        return static_cast<double>(rag::detail::rag_mix(key ^ 0x51ed2701ULL, c) >> 11) * 0x1.0p-53;
+        return static_cast<double>(hash_combine(key ^ 0x51ed2701ULL, c) >> 11) * 0x1.0p-53;
     }
     // How far beyond its cluster's distance candidate j lies, in [0, 1): the request's topic
     // weighs in as in centroid_distance, so a request's queries find the same documents near.
     [[nodiscard]] double candidate_offset(std::uint64_t query, std::size_t c, std::size_t j) const {
         auto u = [&](std::uint64_t key) {
-            return static_cast<double>(rag::detail::rag_mix(rag::detail::rag_mix(key, c), j) >> 11) * 0x1.0p-53;
+            return static_cast<double>(hash_combine(hash_combine(key, c), j) >> 11) * 0x1.0p-53;
         };
         if (c_.request_similarity == 0.0) return u(query);
         return c_.request_similarity * u(query >> 48) + (1.0 - c_.request_similarity) * u(query);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "frugal/attention/heads_view.hpp"
-#include "frugal/core/parallel_for.hpp"
+#include "frugal/core/thread_pool.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
@@ -97,7 +97,7 @@ void run(const staged_plan& p, Backend&& backend, attention::heads_view<const fl
     const auto q_len = std::int64_t(sh.q_len), kv_len = std::int64_t(sh.kv_len);
     std::vector<float> host(p.host_bytes() / sizeof(float));  // concatenated scores, then probabilities
     std::vector<float> device(p.device_bytes() / sizeof(float));
-    parallel_for_index(sh.q_heads, p.workers, [&](std::size_t h, std::size_t worker) {
+    parallel_for(default_thread_pool(), sh.q_heads, p.workers, [&](std::size_t h, std::size_t worker) {
         float* dev = device.data() + worker * p.device_floats();
         const matrix_view<float> scores(host.data() + h * sh.q_len * sh.kv_len, sh.q_len, sh.kv_len);
         const auto kh = k.head(h / sh.group()), vh = v.head(h / sh.group());
