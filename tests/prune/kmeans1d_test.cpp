@@ -1,5 +1,6 @@
-// kmeans1d against brute force over every set partition, Lloyd as a floor, and the
-// dispersion statistics against hand-computed values.
+// kmeans1d against brute force over every set partition, the O(k n^2) recurrence and Lloyd as
+// a floor. Built twice: as is (GCC/Clang vector types) and with FRUGAL_KMEANS1D_PORTABLE (the
+// lane path other compilers take), against the same oracles.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,13 +11,26 @@
 #include <span>
 #include <vector>
 
-#include <frugal/prune/dispersion.hpp>
 #include <frugal/prune/kmeans1d.hpp>
 #include <frugal/sim/kmeans1d_lloyd.hpp>
+
+#ifdef FRUGAL_KMEANS1D_PORTABLE
+#define KMEANS1D_TEST(name) TEST(Kmeans1dPortable, name)
+#else
+#define KMEANS1D_TEST(name) TEST(Kmeans1d, name)
+#endif
 
 namespace {
 
 using frugal::prune::kmeans1d;
+
+KMEANS1D_TEST(TakesTheLanePathItWasBuiltFor) {
+#if defined(FRUGAL_KMEANS1D_PORTABLE) || !(defined(__GNUC__) || defined(__clang__))
+    EXPECT_FALSE(frugal::prune::detail::kmeans1d_vector_types);
+#else
+    EXPECT_TRUE(frugal::prune::detail::kmeans1d_vector_types);
+#endif
+}
 
 // Minimal SSE for each number of non-empty blocks 1..n over ALL set partitions of x
 // (restricted growth strings), not only the contiguous ones the DP considers.
@@ -73,7 +87,7 @@ void expect_matches_brute_force(const std::vector<double>& x) {
     }
 }
 
-TEST(Kmeans1d, MatchesBruteForceOverAllPartitions) {
+KMEANS1D_TEST(MatchesBruteForceOverAllPartitions) {
     std::mt19937 rng(7);
     std::normal_distribution<double> normal;
     for (std::size_t n = 1; n <= 9; ++n) {
@@ -85,7 +99,7 @@ TEST(Kmeans1d, MatchesBruteForceOverAllPartitions) {
     }
 }
 
-TEST(Kmeans1d, MatchesBruteForceAtTwelvePointsWithTiesAndOffset) {
+KMEANS1D_TEST(MatchesBruteForceAtTwelvePointsWithTiesAndOffset) {
     // duplicates and a large common offset: the median shift keeps the prefix sums exact
     std::vector<double> x = {1e4 + 0.5, 1e4 + 0.1, 1e4 + 0.5, 1e4 + 3.0, 1e4 + 2.9, 1e4 - 1.0,
                              1e4 + 0.1, 1e4 + 7.5, 1e4 + 7.4, 1e4 - 1.2, 1e4 + 0.5, 1e4 + 3.1};
@@ -123,7 +137,7 @@ std::vector<double> quadratic_dp_sse(std::vector<double> x, std::size_t k_max) {
     return best;
 }
 
-TEST(Kmeans1d, MatchesQuadraticDynamicProgrammeOnLargerPools) {
+KMEANS1D_TEST(MatchesQuadraticDynamicProgrammeOnLargerPools) {
     std::mt19937 rng(5);
     std::normal_distribution<double> normal;
     std::uniform_real_distribution<double> uniform;
@@ -153,7 +167,7 @@ TEST(Kmeans1d, MatchesQuadraticDynamicProgrammeOnLargerPools) {
     }
 }
 
-TEST(Kmeans1d, FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
+KMEANS1D_TEST(FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
     // Float scores take the counting sort: check order() against a stable sort and the
     // DP (its swept short stretches included) against the O(k n^2) oracle, on shapes that
     // give the sort's buckets collisions, signed zeros and negative values, and on pools
@@ -202,7 +216,7 @@ TEST(Kmeans1d, FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
     }
 }
 
-TEST(Kmeans1d, ReportedSseStaysExactBesideAHugeOutlier) {
+KMEANS1D_TEST(ReportedSseStaysExactBesideAHugeOutlier) {
     // A lone score of 1e30 makes the prefix sums of squares 1e60, whose rounding alone
     // (about 1e44) outweighs the other clusters' spread: sse(k), withinss and the BIC must
     // still be the k - 1 optimal clusters of the ordinary scores (the O(k n^2) oracle on
@@ -232,7 +246,7 @@ TEST(Kmeans1d, ReportedSseStaysExactBesideAHugeOutlier) {
     }
 }
 
-TEST(Kmeans1d, TwoClustersOfALargePoolMatchWelfordSplits) {
+KMEANS1D_TEST(TwoClustersOfALargePoolMatchWelfordSplits) {
     // k = 2 over 6000 points: the single row minimum spans every split (the long-range path);
     // the oracle scans all splits with Welford's running mean and M2 from both ends.
     std::mt19937 rng(9);
@@ -270,7 +284,7 @@ TEST(Kmeans1d, TwoClustersOfALargePoolMatchWelfordSplits) {
     EXPECT_LE(km.sse(3), km.sse(2));
 }
 
-TEST(Kmeans1d, NeverWorseThanLloydWithTenRestarts) {
+KMEANS1D_TEST(NeverWorseThanLloydWithTenRestarts) {
     std::mt19937 rng(11);
     std::normal_distribution<double> normal;
     for (int rep = 0; rep < 5; ++rep) {
@@ -285,7 +299,7 @@ TEST(Kmeans1d, NeverWorseThanLloydWithTenRestarts) {
     }
 }
 
-TEST(Kmeans1d, BicMatchesDirectLikelihoodAndFindsSeparatedGroups) {
+KMEANS1D_TEST(BicMatchesDirectLikelihoodAndFindsSeparatedGroups) {
     std::mt19937 rng(3);
     std::normal_distribution<double> normal(0.0, 0.1);
     std::vector<double> x;
@@ -311,7 +325,7 @@ TEST(Kmeans1d, BicMatchesDirectLikelihoodAndFindsSeparatedGroups) {
     }
 }
 
-TEST(Kmeans1d, EqualScoresAndBadInput) {
+KMEANS1D_TEST(EqualScoresAndBadInput) {
     std::vector<float> same(6, 0.25f);
     kmeans1d km;
     km.fit(std::span<const float>(same), 4);
@@ -329,38 +343,6 @@ TEST(Kmeans1d, EqualScoresAndBadInput) {
     EXPECT_THROW((void)km.sse(7), frugal::invalid_argument);
     EXPECT_THROW((void)frugal::prune::kmeans1d_optimal(std::span<const float>(same), 7), frugal::invalid_argument);
     EXPECT_THROW((void)frugal::sim::kmeans1d_lloyd(std::span<const float>(same), 0, 1, 1), frugal::invalid_argument);
-}
-
-TEST(Dispersion, CoefficientOfVariationMatchesHandComputedValues) {
-    const std::vector<float> x = {1, 2, 3, 4};
-    EXPECT_NEAR(frugal::prune::coefficient_of_variation(std::span<const float>(x)), std::sqrt(1.25) / 2.5, 1e-12);
-    const std::vector<double> neg = {-1, -2, -3, -4};  // |mean| in the denominator
-    EXPECT_NEAR(frugal::prune::coefficient_of_variation(std::span<const double>(neg)), std::sqrt(1.25) / 2.5, 1e-12);
-    const std::vector<double> centred = {-1, 1};  // mean 0: the floor applies
-    EXPECT_NEAR(frugal::prune::coefficient_of_variation(std::span<const double>(centred), 1e-3), 1e3, 1e-9);
-    EXPECT_GT(frugal::prune::coefficient_of_variation(std::span<const double>(centred)), 1e11);
-    const std::vector<double> same = {0.3, 0.3, 0.3};
-    EXPECT_EQ(frugal::prune::coefficient_of_variation(std::span<const double>(same)), 0.0);
-}
-
-TEST(Dispersion, RobustAlternativeIgnoresOneOutlier) {
-    const std::vector<double> x = {1, 2, 3, 4, 100};  // median 3, |dev| {2,1,0,1,97}: MAD 1
-    EXPECT_NEAR(frugal::prune::robust_coefficient_of_variation(std::span<const double>(x)), 1.4826 / 3.0, 1e-12);
-    const std::vector<double> even = {1, 2, 4, 8};  // median 3, |dev| {2,1,1,5}: MAD 1.5
-    EXPECT_NEAR(frugal::prune::dispersion(std::span<const double>(even), frugal::prune::dispersion_measure::robust_cv),
-                1.4826 * 1.5 / 3.0, 1e-12);
-    EXPECT_GT(frugal::prune::coefficient_of_variation(std::span<const double>(x)), 1.0);
-}
-
-TEST(Dispersion, RejectsBadInput) {
-    const std::vector<float> empty;
-    EXPECT_THROW((void)frugal::prune::coefficient_of_variation(std::span<const float>(empty)), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::prune::robust_coefficient_of_variation(std::span<const float>(empty)), frugal::invalid_argument);
-    const std::vector<float> nan = {1.0f, std::nanf("")};
-    EXPECT_THROW((void)frugal::prune::coefficient_of_variation(std::span<const float>(nan)), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::prune::robust_coefficient_of_variation(std::span<const float>(nan)), frugal::invalid_argument);
-    const std::vector<float> ok = {1.0f, 2.0f};
-    EXPECT_THROW((void)frugal::prune::coefficient_of_variation(std::span<const float>(ok), -1.0), frugal::invalid_argument);
 }
 
 }  // namespace

@@ -72,6 +72,75 @@ void finish_kmeans_result(std::span<const T> scores, std::size_t k, kmeans1d_res
     }
     r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
 }
+
+// Four-lane packs of doubles and of 64-bit integers (lane masks: all ones or zero) for the
+// row searches below. Where the compiler has GCC/Clang vector types they are those, which
+// both compilers lower to the target's vector registers (GCC does not vectorise these
+// lane-per-end loops, nor a floating-point minimum without -ffast-math, from scalar code);
+// elsewhere (MSVC), or when FRUGAL_KMEANS1D_PORTABLE is defined, they are a plain struct of
+// four with the same operators, so that the searches are written once. Both give the same
+// results: every lane operation is one IEEE operation either way. Define
+// FRUGAL_KMEANS1D_PORTABLE (or not) alike in every translation unit of a program.
+#if !defined(FRUGAL_KMEANS1D_PORTABLE) && (defined(__GNUC__) || defined(__clang__))
+inline constexpr bool kmeans1d_vector_types = true;
+using f64x4 = double __attribute__((vector_size(4 * sizeof(double))));
+using i64x4 = std::int64_t __attribute__((vector_size(4 * sizeof(double))));
+// `to` takes `from` in the lanes where `mask` is set (by reference: vector types passed by
+// value change the ABI between -march settings).
+template <class M, class V>
+inline void blend(V& to, const M& mask, const V& from) noexcept {
+    to = mask ? from : to;
+}
+#else
+inline constexpr bool kmeans1d_vector_types = false;
+template <class T>
+struct lanes4 {
+    lanes4() = default;
+    lanes4(T a, T b, T c, T d) noexcept : lane{a, b, c, d} {}
+    T lane[4];
+    [[nodiscard]] T operator[](std::size_t i) const noexcept { return lane[i]; }
+    T& operator[](std::size_t i) noexcept { return lane[i]; }
+};
+using f64x4 = lanes4<double>;
+using i64x4 = lanes4<std::int64_t>;
+template <class T, class Op>
+[[nodiscard]] inline auto lanewise(const lanes4<T>& a, const lanes4<T>& b, Op op) noexcept {
+    lanes4<decltype(op(a.lane[0], b.lane[0]))> r;
+    for (std::size_t i = 0; i < 4; ++i) r.lane[i] = op(a.lane[i], b.lane[i]);
+    return r;
+}
+template <class T>
+[[nodiscard]] inline lanes4<T> broadcast(T x) noexcept {
+    return {x, x, x, x};
+}
+// Arithmetic and bitwise operators lane by lane, with a scalar on either side broadcast;
+// comparisons give a lane mask (-1 or 0), as vector types do.
+#define FRUGAL_DETAIL_LANES4_OPERATOR(op, result)                                                              \
+    template <class T>                                                                                       \
+    [[nodiscard]] inline auto operator op(const lanes4<T>& a, const lanes4<T>& b) noexcept {                  \
+        return lanewise(a, b, [](T x, T y) { return result; });                                              \
+    }                                                                                                        \
+    template <class T>                                                                                       \
+    [[nodiscard]] inline auto operator op(const lanes4<T>& a, std::type_identity_t<T> b) noexcept {           \
+        return a op broadcast(b);                                                                            \
+    }                                                                                                        \
+    template <class T>                                                                                       \
+    [[nodiscard]] inline auto operator op(std::type_identity_t<T> a, const lanes4<T>& b) noexcept {           \
+        return broadcast(a) op b;                                                                            \
+    }
+FRUGAL_DETAIL_LANES4_OPERATOR(+, x + y)
+FRUGAL_DETAIL_LANES4_OPERATOR(-, x - y)
+FRUGAL_DETAIL_LANES4_OPERATOR(*, x * y)
+FRUGAL_DETAIL_LANES4_OPERATOR(&, x & y)
+FRUGAL_DETAIL_LANES4_OPERATOR(|, x | y)
+FRUGAL_DETAIL_LANES4_OPERATOR(<, -static_cast<std::int64_t>(x < y))
+FRUGAL_DETAIL_LANES4_OPERATOR(<=, -static_cast<std::int64_t>(x <= y))
+#undef FRUGAL_DETAIL_LANES4_OPERATOR
+template <class V>
+inline void blend(V& to, const i64x4& mask, const V& from) noexcept {
+    for (std::size_t i = 0; i < 4; ++i) to.lane[i] = mask.lane[i] != 0 ? from.lane[i] : to.lane[i];
+}
+#endif
 }  // namespace detail
 
 /// Exact optimal 1-D k-means for every k in 1..k_max from one dynamic programme over the
@@ -213,18 +282,17 @@ public:
     }
 
 private:
-    /// Lanes of the masked whole-vector row search (4: one AVX2 vector of doubles; 8 and 16
-    /// measured slower).
+    /// Candidates per step of a row minimum: one four-lane pack.
     static constexpr std::size_t row_lanes = 4;
-    /// Ends per sweep group: two AVX2 vectors of doubles, one lane per end.
+    /// Ends per sweep group, one lane per end: two four-lane packs.
     static constexpr std::size_t sweep_lanes = 8;
+    static_assert(row_lanes == 4 && sweep_lanes % 4 == 0, "the searches use four-lane packs (detail::f64x4)");
     /// Entries past the end of the prefix sums, and on both sides of the reciprocal table,
     /// that the row searches may read (masked or discarded lanes).
     static constexpr std::size_t table_pad = sweep_lanes;
     /// Stretches of at most this many ends, whose candidate starts number at most
-    /// sweep_max_span per end, are swept instead of bisected: below that, the bisection's
-    /// per-end calls cost more than the sweep's redundant lanes (measured on 1000 scores with
-    /// scripts/ab-kmeans1d.sh: 16 ends fit 4-5% faster than 32; 8 and 12, 7-10% slower).
+    /// sweep_max_span per end, are swept instead of bisected (a tuning choice: any values
+    /// give the same result; docs/notes/pruning.md has the measurements behind them).
     static constexpr std::size_t sweep_max_ends = 16;
     static constexpr std::size_t sweep_max_span = 4;
 
@@ -391,19 +459,17 @@ private:
     }
 
     /// D[k][i] and its optimal split over last-cluster starts lo..hi (hi <= i), the largest
-    /// one on ties. The loops run whole vectors and never a scalar remainder (on fresh data
-    /// the remainders' unpredictable branches cost more than the arithmetic): the last vector
-    /// takes the range's last four candidates again, or on a range shorter than a vector, the
-    /// range with the lanes past it masked (not skipped by a conditional, which the compiler
-    /// turns into a branch per lane). Ranges of up to 4092 candidates pack the candidate's
-    /// rank from the end into the lowest 12 mantissa bits of its cost, so one vector minimum
-    /// yields cost and position; a masked lane is all ones, a NaN, which never compares
-    /// below. The winner's cost is then recomputed in full. A candidate within 2^-40
-    /// (relative) of the best may win instead of it, as may, among costs that rounding made
-    /// negative, a smaller rank: far below the rounding of the prefix-sum costs themselves.
-    /// That loop is written with GCC/Clang vector types (as sweep_row): GCC does not
-    /// vectorise a floating-point minimum without -ffast-math. The other ranges compare
-    /// costs as integers (the bits of a non-negative double order like its value).
+    /// one on ties. The loop runs whole four-lane packs and no scalar remainder (a
+    /// remainder's data-dependent branches mispredict on fresh pools): the last pack takes
+    /// the range's last four candidates again, a repeat that leaves a minimum as it is, or
+    /// on a range shorter than a pack, the range with the lanes past it masked. Ranges of up
+    /// to 4092 candidates pack the candidate's rank from the end into the lowest 12 mantissa
+    /// bits of its cost, so one minimum over doubles yields cost and position; a masked lane
+    /// is all ones, a NaN, which never compares below. The winner's cost is then recomputed
+    /// in full. A candidate within 2^-40 (relative) of the best may win instead of it, as
+    /// may, among costs that rounding made negative, a smaller rank: far below the rounding
+    /// of the prefix-sum costs themselves. Longer ranges compare costs as integers (the bits
+    /// of a non-negative double order like its value).
     void row_minimum(std::size_t k, std::size_t i, std::size_t lo, std::size_t hi) {
         FRUGAL_ASSERT(k <= lo && lo <= hi && hi <= i);
         const double si = sum_[i + 1], qi = sumsq_[i + 1];
@@ -416,8 +482,8 @@ private:
         std::int64_t best = none;
         std::size_t arg = 0;
         if (const std::size_t count = (last + row_lanes) / row_lanes * row_lanes; count <= static_cast<std::size_t>(rank_bits)) {
-            using vec = double __attribute__((vector_size(row_lanes * sizeof(double))));
-            using lanes = std::int64_t __attribute__((vector_size(row_lanes * sizeof(double))));
+            using vec = detail::f64x4;
+            using lanes = detail::i64x4;
             vec low = vec{} + std::numeric_limits<double>::infinity();
             lanes base;
             for (std::size_t t = 0; t < row_lanes; ++t) base[t] = rank_bits - static_cast<std::int64_t>(t);
@@ -435,11 +501,11 @@ private:
                 std::memcpy(&key, &v, sizeof key);
                 key = (key & ~rank_bits) | rank | past;
                 std::memcpy(&v, &key, sizeof v);
-                low = v < low ? v : low;
+                detail::blend(low, v < low, v);
             };
             const std::size_t whole = (last + 1) / row_lanes * row_lanes;
             lanes rank = base;
-            for (std::size_t t = 0; t < whole; t += row_lanes, rank -= row_lanes) take(t, rank, lanes{});
+            for (std::size_t t = 0; t < whole; t += row_lanes, rank = rank - std::int64_t{row_lanes}) take(t, rank, lanes{});
             // then the last row_lanes candidates again (a repeat leaves a minimum as it is) or,
             // on ranges shorter than that, the range with the lanes past it masked
             const std::size_t tail = last + 1 >= row_lanes ? last + 1 - row_lanes : 0;
@@ -468,17 +534,15 @@ private:
 
     /// Row k for the ends imin..imax (a short stretch), whose optimal starts lie in jmin..jmax,
     /// in groups of sweep_lanes consecutive ends: each candidate start of a group is tried for
-    /// all its ends at once, one lane per end, so the search keeps no per-end branches or
+    /// all its ends at once, one lane per end, so the search has no per-end branches or
     /// calls, and each group starts at the argmin of the group before (the argmin is
     /// monotone). Lanes run from the group's last end down, so that consecutive lanes read
     /// consecutive entries of recip_; lanes whose cluster would be empty read its NaN padding
     /// and never win (IEEE comparisons: a -ffinite-math-only build may not keep this). The
-    /// lane's constant sumsq[i + 1] is added after the search. Written with GCC/Clang vector
-    /// types: GCC does not vectorise this lane-per-end loop from scalar code (it ran slower
-    /// than the bisection), and the core library takes no SIMD dependency.
+    /// lane's constant sumsq[i + 1] is added after the search.
     void sweep_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
-        using vec = double __attribute__((vector_size(4 * sizeof(double))));
-        using mask = std::int64_t __attribute__((vector_size(4 * sizeof(double))));
+        using vec = detail::f64x4;
+        using mask = detail::i64x4;
         constexpr std::size_t vectors = sweep_lanes / 4;
         double* cost = cost_.data() + k * n_;
         std::uint32_t* split = split_.data() + k * n_;
@@ -502,9 +566,9 @@ private:
                     std::memcpy(&inv, recip_.data() + (table_pad + n_ + j + 4 * v) - (last + 1), sizeof inv);
                     const vec d = s_end[v] - s_start;
                     const vec c = g - d * d * inv;
-                    const mask better = c <= best[v];  // ties: the later start, as row_minimum
-                    best[v] = better ? c : best[v];
-                    arg[v] = better ? start : arg[v];
+                    const auto better = c <= best[v];  // ties: the later start, as row_minimum
+                    detail::blend(best[v], better, c);
+                    detail::blend(arg[v], better, start);
                 }
             }
             const std::size_t ends = std::min(sweep_lanes, imax - first + 1);
