@@ -14,6 +14,8 @@
 #include <frugal/prune/kmeans1d.hpp>
 #include <frugal/sim/kmeans1d_lloyd.hpp>
 
+#include "kmeans1d_oracle.hpp"
+
 #ifdef FRUGAL_KMEANS1D_PORTABLE
 #define KMEANS1D_TEST(name) TEST(Kmeans1dPortable, name)
 #else
@@ -282,6 +284,84 @@ KMEANS1D_TEST(TwoClustersOfALargePoolMatchWelfordSplits) {
     EXPECT_NEAR(km.sse(2), best, 1e-9 * left[n]);
     EXPECT_NEAR(km.clustering(2).sse, best, 1e-9 * left[n]);
     EXPECT_LE(km.sse(3), km.sse(2));
+}
+
+// Issue 23, item 1: scores spread wider than about 1.3e154 overflowed the squares (NaN
+// costs, an out-of-range split, a crash at {1e300, 0}); centroids taken from prefix-sum
+// differences lost small clusters beside large ones; the two-pass fallback misreported
+// {1e30 x3, 0, 1}. Each reproducer against the long-double oracle.
+KMEANS1D_TEST(ExtremeMagnitudesMatchTheLongDoubleOracle) {
+    if (!frugal::testing::wide_oracle_available) GTEST_SKIP() << "long double cannot hold squared doubles here";
+    const std::vector<std::vector<double>> pools = {
+        {1e300, 0},                           // crashed
+        {1e300, -1e300, 0, 1},                // spread 2e300
+        {1.2e154, -1.2e154, 3, 1, 2},         // just below the overflow: SSE was infinite
+        {1e20, 1e20, 1e20, 0, 1},             // centroid of {0, 1} reported as 0
+        {1e30, 1e30, 1e30, 0, 1},             // SSE reported as 5.94e28
+        {std::numeric_limits<double>::max(), -std::numeric_limits<double>::max(), 0, 1},
+        {std::numeric_limits<double>::max(), std::numeric_limits<double>::max(), 1e308, -1e308},
+        {1e-310, 2e-310, 5e-310, 0, std::numeric_limits<double>::denorm_min()},  // subnormals
+    };
+    for (const auto& x : pools) {
+        kmeans1d km;
+        km.fit(std::span<const double>(x), x.size());
+        EXPECT_EQ(frugal::testing::check_kmeans1d(x, km), "") << "pool of " << x.size() << " starting " << x[0];
+    }
+}
+
+KMEANS1D_TEST(IssueReproducersGiveTheRightFigures) {
+    kmeans1d km;
+    const std::vector<double> two = {1e300, 0};
+    km.fit(std::span<const double>(two), 2);
+    auto r = km.clustering(2);
+    EXPECT_EQ(r.labels, (std::vector<std::uint32_t>{1, 0}));
+    EXPECT_EQ(r.centroids, (std::vector<double>{0.0, 1e300}));
+    EXPECT_EQ(km.sse(2), 0.0);
+    EXPECT_TRUE(std::isinf(km.sse(1)));  // 5e599: past the double range
+    EXPECT_TRUE(std::isfinite(km.bic(1)) && std::isfinite(km.bic(2)));
+    EXPECT_EQ(km.select_k_bic(), 2u);
+
+    const std::vector<double> huge3 = {1e30, 1e30, 1e30, 0, 1};
+    km.fit(std::span<const double>(huge3), 2);
+    EXPECT_EQ(km.sse(2), 0.5);  // {0, 1} and {1e30 x3}
+    r = km.clustering(2);
+    EXPECT_EQ(r.centroids, (std::vector<double>{0.5, 1e30}));
+    EXPECT_EQ(r.withinss, (std::vector<double>{0.5, 0.0}));
+
+    const std::vector<double> huge20 = {1e20, 1e20, 1e20, 0, 1};
+    km.fit(std::span<const double>(huge20), 3);
+    r = km.clustering(3);
+    // whichever optimal-within-rounding partition the DP takes, each centroid is its
+    // cluster's: the cluster holding 1 has centroid 1 or 0.5, never 0
+    const double centroid_of_one = r.centroids[r.labels[4]];
+    EXPECT_TRUE(centroid_of_one == 1.0 || centroid_of_one == 0.5) << centroid_of_one;
+}
+
+KMEANS1D_TEST(RandomPoolsOfEveryMagnitudeMatchTheLongDoubleOracle) {
+    if (!frugal::testing::wide_oracle_available) GTEST_SKIP() << "long double cannot hold squared doubles here";
+    std::mt19937_64 rng(23);
+    std::uniform_int_distribution<int> exponent(-330, 308), coin(0, 3);
+    std::uniform_real_distribution<double> mantissa(1.0, 10.0);
+    for (int rep = 0; rep < 60; ++rep) {
+        const std::size_t n = 1 + rng() % 24;
+        std::vector<double> x(n);
+        const int centre = exponent(rng), width = coin(rng) == 0 ? 600 : 4;  // wide or clustered magnitudes
+        for (std::size_t i = 0; i < n; ++i) {
+            if (i > 0 && coin(rng) == 0) {
+                x[i] = x[rng() % i];  // a tie
+                continue;
+            }
+            const int e = std::clamp(centre + static_cast<int>(rng() % (2 * width + 1)) - width, -330, 307);
+            x[i] = (coin(rng) < 2 ? -1.0 : 1.0) * mantissa(rng) * std::pow(10.0, e);
+        }
+        kmeans1d km;
+        km.fit(std::span<const double>(x), std::min<std::size_t>(n, 1 + rng() % 8));
+        ASSERT_EQ(frugal::testing::check_kmeans1d(x, km), "") << "rep " << rep << ::testing::PrintToString(x);
+        std::vector<float> xf(n);
+        for (std::size_t i = 0; i < n; ++i) xf[i] = static_cast<float>(std::clamp(x[i], -3e38, 3e38));
+        km.fit(std::span<const float>(xf), std::min<std::size_t>(n, 1 + rng() % 8));
+        ASSERT_EQ(frugal::testing::check_kmeans1d(std::vector<double>(xf.begin(), xf.end()), km), "") << "float rep " << rep;
+    }
 }
 
 KMEANS1D_TEST(NeverWorseThanLloydWithTenRestarts) {

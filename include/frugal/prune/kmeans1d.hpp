@@ -144,13 +144,15 @@ inline void blend(V& to, const i64x4& mask, const V& from) noexcept {
 }  // namespace detail
 
 /// Exact optimal 1-D k-means for every k in 1..k_max from one dynamic programme over the
-/// sorted scores (Wang and Song's Ckmeans.1d.dp): D[k][i] = min_j D[k-1][j-1] + SSE(j..i),
-/// with row minima found by divide and conquer over the monotone argmin (O(k_max n log n));
-/// a stretch of ends whose optimal split is pinned by its neighbours is filled without a
-/// search, and short stretches are swept eight ends at a time, one SIMD lane per end. SSEs
-/// come from double prefix sums of scores shifted by their median, so large offsets (logits
-/// around 1e4) do not cancel; among candidate splits whose costs agree to
-/// 2^-40 (relative), below that rounding, any may be chosen. The object is its own
+/// sorted scores (Ckmeans.1d.dp: Wang and Song, The R Journal 2011):
+/// D[k][i] = min_j D[k-1][j-1] + SSE(j..i), row minima by divide and conquer over the
+/// monotone argmin, O(k_max n log n). For any finite scores the partition is optimal up to
+/// the DP's rounding: its SSE exceeds the minimum by at most about n 2^-52 R^2, R the
+/// largest distance of a score from the median (the DP sums the scores shifted by the
+/// median and scaled by a power of two, so large offsets do not cancel and no square
+/// overflows); among splits whose costs agree to 2^-40 (relative) any may be chosen. The
+/// figures reported (sse, centroids, within-cluster sums, BIC) are computed from each
+/// cluster's own scores, accurate to a few units in the last place. The object is its own
 /// workspace: refitting pools no larger (n and k_max) than an earlier one allocates nothing,
 /// which the pruning hot path relies on.
 /// @code
@@ -196,14 +198,14 @@ public:
     /// Input positions in ascending score order (ties by position).
     [[nodiscard]] std::span<const std::uint32_t> order() const noexcept { return {order_.data(), n_}; }
 
-    /// Minimal total within-cluster sum of squares with exactly k clusters: the sum of the
-    /// optimal clusters' own sums (O(k) on ordinary pools), which stay exact where the DP's
-    /// running total would not (a lone score of 1e30 beside scores near 1: its rounding alone
-    /// outweighs every other cluster's spread).
+    /// Total within-cluster sum of squares of the optimal k clusters, each cluster's summed
+    /// from its own scores (see cluster_moments), so it is accurate to a few units in the last
+    /// place whatever the rest of the pool holds; +infinity only where the true sum exceeds
+    /// the largest double (scores spread wider than about 1.3e154). O(n).
     [[nodiscard]] double sse(std::size_t k) const {
         const auto bounds = small_boundaries(k);
         double total = 0.0;
-        for (std::size_t c = 0; c < k; ++c) total += cluster_sse(bounds[c], bounds[c + 1] - 1);
+        for (std::size_t c = 0; c < k; ++c) total += cluster_moments(bounds[c], bounds[c + 1] - 1).sse();
         return total;
     }
 
@@ -222,7 +224,8 @@ public:
         }
     }
 
-    /// The optimal clustering with k clusters.
+    /// The optimal clustering with k clusters; centroids and within-cluster sums computed from
+    /// each cluster's own scores, as in sse().
     [[nodiscard]] kmeans1d_result clustering(std::size_t k) const {
         std::vector<std::size_t> bounds(k + 1);
         boundaries(k, bounds);
@@ -235,8 +238,9 @@ public:
         r.withinss.resize(k);
         for (std::size_t c = 0; c < k; ++c) {
             r.sizes[c] = bounds[c + 1] - bounds[c];
-            r.centroids[c] = shift_ + (sum_[bounds[c + 1]] - sum_[bounds[c]]) / static_cast<double>(r.sizes[c]);
-            r.withinss[c] = cluster_sse(bounds[c], bounds[c + 1] - 1);
+            const moments m = cluster_moments(bounds[c], bounds[c + 1] - 1);
+            r.centroids[c] = m.mean;
+            r.withinss[c] = m.sse();
         }
         r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
         return r;
@@ -244,7 +248,11 @@ public:
 
     /// Bayesian information criterion of the k-cluster solution as Ckmeans.1d.dp computes it:
     /// a Gaussian mixture with one variance per cluster (unbiased, n_c - 1 denominator) and
-    /// weights n_c / n; BIC = 2 log L - (3k - 1) log n. Larger is better.
+    /// weights n_c / n; BIC = 2 log L - (3k - 1) log n. Larger is better. Finite for every
+    /// finite pool: variances enter as logarithms of scaled sums, never as squares that
+    /// could overflow. Each cluster's variance comes from the prefix sums when their
+    /// worst-case rounding (n 2^-52 of the sum of squares) is below 2^-19 of it, else from
+    /// the cluster's own scores.
     [[nodiscard]] double bic(std::size_t k) const {
         const auto bounds = small_boundaries(k);
         const double n = static_cast<double>(n_);
@@ -252,11 +260,14 @@ public:
         for (std::size_t c = 0; c < k; ++c) {
             const std::size_t m = bounds[c + 1] - bounds[c];
             const double dm = static_cast<double>(m);
-            const double variance = m > 1 ? cluster_sse(bounds[c], bounds[c + 1] - 1) / (dm - 1.0) : 0.0;
-            if (variance > 0.0) {
-                // sum of -(x - mean)^2 / (2 variance) over the cluster is -(m - 1) / 2.
+            const moments spread = m > 1 ? cluster_spread(bounds[c], bounds[c + 1] - 1) : moments{};
+            if (spread.sse_scaled > 0.0) {
+                // sum of -(x - mean)^2 / (2 variance) over the cluster is -(m - 1) / 2; the
+                // variance is sse_scaled / (m - 1) * 2^sse_exponent.
+                const double log_variance = std::log(spread.sse_scaled) - std::log(dm - 1.0) +
+                                            spread.sse_exponent * std::numbers::ln2;
                 loglik += -0.5 * (dm - 1.0) +
-                          dm * (std::log(dm / n) - 0.5 * std::log(2.0 * std::numbers::pi * variance));
+                          dm * (std::log(dm / n) - 0.5 * (std::log(2.0 * std::numbers::pi) + log_variance));
             } else {
                 loglik += dm * std::log(dm / n);
             }
@@ -402,13 +413,17 @@ private:
         }
     }
 
-    /// Prefix sums of the median-shifted sorted scores and the reciprocal table
+    /// Prefix sums of the sorted scores shifted by their median and scaled by 2^-scale_exp_ so
+    /// that every shifted score lies in [-1, 1] (no square overflows, whatever the spread of
+    /// finite scores; a power of two scales exactly), and the reciprocal table
     /// recip_[table_pad + p] = 1 / (n - p) (kept while n is unchanged). The sums are padded
     /// with zeros; the table on both sides with NaN: a sweep lane past the last score meets
     /// lengths over n, and one past its end non-positive lengths, whose candidates must never
     /// compare as a minimum.
     void prepare_tables() {
         shift_ = sorted_[n_ / 2];
+        scale_exp_ = range_exponent(sorted_[0], shift_, sorted_[n_ - 1]);
+        const double scale = std::ldexp(1.0, -scale_exp_), shift = shift_ * scale;
         reserve_size(sum_, n_ + 1 + table_pad);
         reserve_size(sumsq_, n_ + 1 + table_pad);
         reserve_size(gain_, n_ + table_pad);
@@ -416,7 +431,7 @@ private:
         double sum = 0.0, sumsq = 0.0;  // locals: the stores cannot alias them
         sum_[0] = sumsq_[0] = 0.0;
         for (std::size_t i = 0; i < n_; ++i) {
-            const double x = sorted_[i] - shift_;
+            const double x = sorted_[i] * scale - shift;
             sum += x;
             sumsq += x * x;
             sum_[i + 1] = sum;
@@ -436,26 +451,72 @@ private:
     /// 1 / m for a cluster of m sorted scores.
     [[nodiscard]] double inv_len(std::size_t m) const noexcept { return recip_[table_pad + n_ - m]; }
 
-    /// Sum of squared deviations from the mean of sorted positions j..i (inclusive).
+    /// Sum of squared deviations from the mean of sorted positions j..i (inclusive), in the
+    /// DP's scale (times 2^(-2 scale_exp_)).
     [[nodiscard]] double sse_of(std::size_t j, std::size_t i) const noexcept {
         const double s = sum_[i + 1] - sum_[j];
         const double v = (sumsq_[i + 1] - sumsq_[j]) - s * s * inv_len(i - j + 1);
         return v > 0.0 ? v : 0.0;
     }
 
-    /// sse_of for a cluster of the answer: where the prefix sums cancel beyond half their
-    /// precision (a cluster far from the median, whose squares swamp its spread), two passes
-    /// over its scores instead. The DP keeps the O(1) form; only the figures it reports
-    /// (sse, withinss, BIC) take this path.
-    [[nodiscard]] double cluster_sse(std::size_t j, std::size_t i) const noexcept {
-        const double v = sse_of(j, i);
-        if (v > 0x1p-26 * (sumsq_[i + 1] - sumsq_[j])) return v;
+    /// A cluster's mean and within-cluster sum of squares, the latter as
+    /// sse_scaled * 2^sse_exponent, so that it is exact in range where the double is not.
+    struct moments {
         double mean = 0.0;
-        for (std::size_t p = j; p <= i; ++p) mean += sorted_[p];
-        mean /= static_cast<double>(i - j + 1);
-        double total = 0.0;
-        for (std::size_t p = j; p <= i; ++p) total += (sorted_[p] - mean) * (sorted_[p] - mean);
-        return total;
+        double sse_scaled = 0.0;
+        int sse_exponent = 0;
+        /// The sum of squares as a double: +infinity past the double range.
+        [[nodiscard]] double sse() const noexcept { return std::ldexp(sse_scaled, sse_exponent); }
+    };
+
+    /// E such that every x in [lo, hi] lies within 2^E of mid (lo <= mid <= hi); where the
+    /// distance overflows (finite scores of opposite signs past 9e307) it is taken in
+    /// halves. Clamped to [-1000, 1024] so that 2^E and 2^-E are both doubles.
+    [[nodiscard]] static int range_exponent(double lo, double mid, double hi) noexcept {
+        double span = std::max(hi - mid, mid - lo);
+        int halved = 0;
+        if (std::isinf(span)) {
+            span = std::max(0.5 * hi - 0.5 * mid, 0.5 * mid - 0.5 * lo);
+            halved = 1;
+        }
+        if (!(span > 0.0)) return 0;
+        int e = 0;
+        (void)std::frexp(span, &e);  // span < 2^e
+        return std::clamp(e + halved, -1000, 1024);
+    }
+
+    /// Mean and sum of squares of sorted positions j..i from their scores: scaled by a power
+    /// of two to the cluster's own range (no square overflows, none underflows for want of
+    /// scale) and shifted by the cluster's median before summing, so no offset cancels: the
+    /// median lies within one standard deviation of the mean, so the shifted sum of squares
+    /// is at most twice the sum of squared deviations that is subtracted from it, and the
+    /// result keeps all but about a bit of the summation's precision. The mean is clamped
+    /// to [lo, hi], where the true mean lies. O(i - j).
+    [[nodiscard]] moments cluster_moments(std::size_t j, std::size_t i) const noexcept {
+        const double lo = sorted_[j], hi = sorted_[i];
+        if (lo == hi) return {lo, 0.0, 0};
+        const double mid = sorted_[j + (i - j) / 2];
+        const int e = range_exponent(lo, mid, hi);
+        const double scale = std::ldexp(1.0, -e), centre = mid * scale;
+        double sum = 0.0, sumsq = 0.0;
+        for (std::size_t p = j; p <= i; ++p) {
+            const double d = sorted_[p] * scale - centre;
+            sum += d;
+            sumsq += d * d;
+        }
+        const double m = static_cast<double>(i - j + 1);
+        const double mean = std::clamp(mid + std::ldexp(sum / m, e), lo, hi);
+        return {mean, std::max(0.0, sumsq - sum * (sum / m)), 2 * e};
+    }
+
+    /// The sum of squares of sorted positions j..i for the BIC: from the prefix sums, in the
+    /// DP's scale, when their worst-case rounding (n 2^-52 of the prefix sum of squares) is
+    /// below 2^-19 of the result and the result is far from subnormal; else cluster_moments.
+    /// The mean is not filled in.
+    [[nodiscard]] moments cluster_spread(std::size_t j, std::size_t i) const noexcept {
+        const double v = sse_of(j, i);
+        if (v >= 0x1p-960 && v >= static_cast<double>(n_) * 0x1p-33 * sumsq_[i + 1]) return {0.0, v, 2 * scale_exp_};
+        return cluster_moments(j, i);
     }
 
     /// D[k][i] and its optimal split over last-cluster starts lo..hi (hi <= i), the largest
@@ -514,6 +575,7 @@ private:
             double lowest = low[0];
             for (std::size_t t = 1; t < row_lanes; ++t) lowest = low[t] < lowest ? low[t] : lowest;
             arg = static_cast<std::size_t>(rank_bits - (std::bit_cast<std::int64_t>(lowest) & rank_bits));
+            FRUGAL_ASSERT(arg <= last);  // the costs are finite: a masked (NaN) lane never wins
             const double d = si - s[arg];
             const double v = (qi + g[arg]) - d * d * r[arg];
             best = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0);
@@ -611,7 +673,8 @@ private:
     }
 
     std::size_t n_ = 0, k_max_ = 0, recip_n_ = 0;
-    double shift_ = 0.0;
+    double shift_ = 0.0;  // the median: the DP's tables hold (score - shift_) * 2^-scale_exp_
+    int scale_exp_ = 0;
     std::vector<std::uint32_t> order_;
     std::vector<std::uint64_t> keys_, sort_buffer_;
     std::vector<std::pair<double, std::uint32_t>> pairs_;
