@@ -4,21 +4,17 @@
 
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include <frugal/prune/calibrate.hpp>
 #include <frugal/sim/synthetic_trajectories.hpp>
 #include <frugal/prune/trajectory.hpp>
 
+#include "make_query.hpp"
+
 namespace {
 
-frugal::prune::score_trajectory make_query(std::vector<std::vector<float>> rows) {
-    frugal::prune::score_trajectory q(rows.size(), rows.front().size());
-    for (std::size_t c = 0; c < rows.size(); ++c)
-        for (std::size_t l = 0; l < rows[c].size(); ++l) q.at(c, l) = rows[c][l];
-    return q;
-}
+using frugal::testing::make_query;
 
 TEST(EvaluatePruning, HandBuiltPoolsGiveHandComputedFigures) {
     // 4 candidates x 3 layers, K = 2. After layer 1 two clear winners and two clear losers:

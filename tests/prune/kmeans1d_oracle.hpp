@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ struct wide_moments {
 };
 
 /// Mean and sum of squared deviations of `xs` in long double, two passes.
-inline wide_moments wide_moments_of(const std::vector<double>& xs) {
+inline wide_moments wide_moments_of(std::span<const double> xs) {
     wide sum = 0;
     for (double x : xs) sum += x;
     wide_moments m;
@@ -35,16 +36,15 @@ inline wide_moments wide_moments_of(const std::vector<double>& xs) {
 }
 
 /// The minimal total within-cluster sum of squares for k = 0..k_max (entry 0 unused), from
-/// the O(k n^2) recurrence over contiguous intervals of the sorted scores.
+/// the textbook O(k n^2) recurrence over contiguous intervals of the sorted scores (each
+/// interval's sum summed anew: O(n^3), an oracle for pools of a few hundred).
 inline std::vector<wide> optimal_sse(std::vector<double> x, std::size_t k_max) {
     std::sort(x.begin(), x.end());
     const std::size_t n = x.size();
     std::vector<std::vector<wide>> cost(n, std::vector<wide>(n, 0));
     for (std::size_t j = 0; j < n; ++j)
         for (std::size_t i = j; i < n; ++i)
-            cost[j][i] = wide_moments_of(std::vector<double>(x.begin() + static_cast<std::ptrdiff_t>(j),
-                                                             x.begin() + static_cast<std::ptrdiff_t>(i) + 1))
-                             .sse;
+            cost[j][i] = wide_moments_of(std::span<const double>(x).subspan(j, i - j + 1)).sse;
     std::vector<wide> d(n), best(k_max + 1, 0);
     for (std::size_t i = 0; i < n; ++i) d[i] = cost[0][i];
     best[1] = d[n - 1];

@@ -111,34 +111,6 @@ KMEANS1D_TEST(MatchesBruteForceAtTwelvePointsWithTiesAndOffset) {
     for (std::size_t k = 1; k <= 12; ++k) EXPECT_NEAR(km.sse(k), best[k], 1e-6) << "k = " << k;
 }
 
-// The textbook O(k n^2) recurrence over sorted values with a two-pass SSE per interval:
-// an independent oracle for pools too large for the partition enumeration.
-std::vector<double> quadratic_dp_sse(std::vector<double> x, std::size_t k_max) {
-    std::sort(x.begin(), x.end());
-    const std::size_t n = x.size();
-    std::vector<std::vector<double>> sse(n, std::vector<double>(n, 0.0));
-    for (std::size_t j = 0; j < n; ++j) {
-        double mean = 0.0;
-        for (std::size_t i = j; i < n; ++i) {
-            mean += (x[i] - mean) / double(i - j + 1);
-            double s = 0.0;
-            for (std::size_t t = j; t <= i; ++t) s += (x[t] - mean) * (x[t] - mean);
-            sse[j][i] = s;
-        }
-    }
-    std::vector<double> d(n), best(k_max + 1, 0.0);
-    for (std::size_t i = 0; i < n; ++i) d[i] = sse[0][i];
-    best[1] = d[n - 1];
-    for (std::size_t k = 2; k <= k_max; ++k) {
-        std::vector<double> next(n, std::numeric_limits<double>::infinity());
-        for (std::size_t i = k - 1; i < n; ++i)
-            for (std::size_t j = k - 1; j <= i; ++j) next[i] = std::min(next[i], d[j - 1] + sse[j][i]);
-        d = next;
-        best[k] = d[n - 1];
-    }
-    return best;
-}
-
 KMEANS1D_TEST(MatchesQuadraticDynamicProgrammeOnLargerPools) {
     std::mt19937 rng(5);
     std::normal_distribution<double> normal;
@@ -153,7 +125,7 @@ KMEANS1D_TEST(MatchesQuadraticDynamicProgrammeOnLargerPools) {
             default: x[i] = 1e4 + std::exp(2.0 * normal(rng)); break;            // skewed, large offset
             }
         }
-        const auto best = quadratic_dp_sse(x, 8);
+        const auto best = frugal::testing::optimal_sse(x, 8);
         kmeans1d km;
         km.fit(std::span<const double>(x), 8);
         for (std::size_t k = 1; k <= 8; ++k) {
@@ -163,7 +135,7 @@ KMEANS1D_TEST(MatchesQuadraticDynamicProgrammeOnLargerPools) {
         }
         // refitting a smaller pool in the same object reuses its buffers and stays exact
         std::vector<double> head(x.begin(), x.begin() + 37);
-        const auto head_best = quadratic_dp_sse(head, 5);
+        const auto head_best = frugal::testing::optimal_sse(head, 5);
         km.fit(std::span<const double>(head), 5);
         for (std::size_t k = 1; k <= 5; ++k) EXPECT_NEAR(km.sse(k), head_best[k], 1e-9 * (1.0 + head_best[1]));
     }
@@ -209,7 +181,7 @@ KMEANS1D_TEST(FloatPoolsSortStablyAndMatchTheQuadraticProgramme) {
         ASSERT_TRUE(std::equal(order.begin(), order.end(), expected.begin())) << "shape " << shape;
         // an outlier of 1e6 leaves the small clusters' costs below rounding; 3e38 squared, all
         if (shape >= 4) continue;
-        const auto best = quadratic_dp_sse(std::vector<double>(x.begin(), x.end()), 8);
+        const auto best = frugal::testing::optimal_sse(std::vector<double>(x.begin(), x.end()), 8);
         for (std::size_t k = 1; k <= 8; ++k) {
             const double tol = 1e-9 * (1.0 + best[1]);
             EXPECT_NEAR(km.sse(k), best[k], tol) << "shape " << shape << " k " << k;
@@ -227,7 +199,7 @@ KMEANS1D_TEST(ReportedSseStaysExactBesideAHugeOutlier) {
     std::uniform_real_distribution<float> uniform(1.0f, 2.0f);
     std::vector<float> small(200);
     for (float& v : small) v = uniform(rng);
-    const auto best = quadratic_dp_sse(std::vector<double>(small.begin(), small.end()), 7);
+    const auto best = frugal::testing::optimal_sse(std::vector<double>(small.begin(), small.end()), 7);
     std::vector<float> xf = small;
     xf.insert(xf.begin() + 57, 1e30f);
     const std::vector<double> xd(xf.begin(), xf.end());

@@ -15,15 +15,11 @@
 
 #include "counting_new.hpp"
 #include "frugal_test_temp.hpp"
+#include "make_query.hpp"
 
 namespace {
 
-frugal::prune::score_trajectory make_query(std::vector<std::vector<float>> rows) {
-    frugal::prune::score_trajectory q(rows.size(), rows.front().size());
-    for (std::size_t c = 0; c < rows.size(); ++c)
-        for (std::size_t l = 0; l < rows[c].size(); ++l) q.at(c, l) = rows[c][l];
-    return q;
-}
+using frugal::testing::make_query;
 
 frugal::prune::trajectory_set small_set() {
     frugal::prune::trajectory_set set;
