@@ -54,25 +54,6 @@ void check_kmeans_input(std::span<const T> scores, const char* who) {
     }
 }
 
-/// Fills the per-cluster statistics of `r` from `labels` (double accumulation, two passes).
-template <class T>
-void finish_kmeans_result(std::span<const T> scores, std::size_t k, kmeans1d_result& r) {
-    r.centroids.assign(k, 0.0);
-    r.sizes.assign(k, 0);
-    r.withinss.assign(k, 0.0);
-    for (std::size_t i = 0; i < scores.size(); ++i) {
-        r.centroids[r.labels[i]] += static_cast<double>(scores[i]);
-        ++r.sizes[r.labels[i]];
-    }
-    for (std::size_t c = 0; c < k; ++c)
-        if (r.sizes[c] > 0) r.centroids[c] /= static_cast<double>(r.sizes[c]);
-    for (std::size_t i = 0; i < scores.size(); ++i) {
-        const double d = static_cast<double>(scores[i]) - r.centroids[r.labels[i]];
-        r.withinss[r.labels[i]] += d * d;
-    }
-    r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
-}
-
 // Four-lane packs of doubles and of 64-bit integers (lane masks: all ones or zero) for the
 // row searches below. Where the compiler has GCC/Clang vector types they are those, which
 // both compilers lower to the target's vector registers (GCC does not vectorise these
