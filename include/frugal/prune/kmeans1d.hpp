@@ -200,6 +200,7 @@ public:
         std::size_t end = n_ - 1;
         for (std::size_t c = k; c-- > 0;) {
             const std::size_t start = split_[c * n_ + end];
+            FRUGAL_ASSERT(start >= c && start <= end);  // every split the DP stored is in range
             bounds[c] = start;
             if (c > 0) end = start - 1;
         }
