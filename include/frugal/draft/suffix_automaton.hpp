@@ -184,6 +184,15 @@ public:
         const edge* e = edges_of(n);
         for (std::uint32_t i = 0; i < n.edges; ++i) fn(e[i].token, e[i].target);
     }
+    /// Hints the record of state `s` into the cache (no effect on the result): a caller
+    /// that will read many scattered states issues these first so the misses overlap.
+    void prefetch(state_id s) const noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+        if (s < meta_.size()) __builtin_prefetch(meta_.data() + s);
+#else
+        (void)s;
+#endif
+    }
     /// Number of outgoing transitions of `s`.
     [[nodiscard]] std::size_t transition_count(state_id s) const {
         return at(s).edges + (s == root ? root_tokens_.size() : 0);
@@ -504,6 +513,17 @@ public:
     /// Extends the match by each token in order.
     void advance(std::span<const Token> tokens) noexcept {
         for (Token t : tokens) advance(t);
+    }
+
+    /// Moves the matcher to `grown`, which must extend the automaton it matched so far (a
+    /// copy of it with more tokens appended, as a young history generation is): the match
+    /// and its state stay valid there, as they do when an automaton grows in place.
+    /// @code
+    /// m.rebind(next_generation.automaton);
+    /// @endcode
+    void rebind(const suffix_automaton<Token>& grown) noexcept {
+        sam_ = &grown;
+        seen_size_ = 0;  // states may have been split: normalize() on the next look
     }
 
     /// Back to the empty match.
