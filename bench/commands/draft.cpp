@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <tuple>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -320,14 +321,104 @@ std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std
     return out;
 }
 
+// `--acceptance`: what predicts that a drafted token is accepted. Every step drafts a chain
+// from the single longest match (the context's, or the history's if longer; the history
+// holds the earlier records' responses), following the most frequent continuation up to
+// --max-draft tokens, and each drafted token up to the first rejection is one observation:
+// its source, the match length l at that point (the match plus the tokens drafted before
+// it), the continuations seen n = sum of counts, and the chosen one's share c / n. Records
+// give the acceptance rate per bucket of each feature, and the mean of the model's
+// probability c / (n + escape / l) for the same tokens, so the two can be compared.
+std::vector<record> acceptance_records(const std::vector<token_record>& data, const options& opt) {
+    const draft::drafter_config config = opt.config();
+    draft::live_history<token> history(unbounded_history);
+    struct cell {
+        double drafted = 0, accepted = 0, predicted = 0;
+    };
+    std::map<std::tuple<std::string, std::string, std::string>, cell> cells;  // source, feature, bucket
+    auto log2_bucket = [](double x) {
+        std::size_t lo = 1;
+        while (lo * 2 <= x) lo *= 2;
+        return lo == 1 ? std::string("1") : std::to_string(lo) + "-" + std::to_string(2 * lo - 1);
+    };
+    for (const auto& rec : data) {
+        const auto snap = history.snapshot();
+        const auto& hist = snap->old_generation().automaton;  // one generation: the bound is never reached
+        draft::suffix_automaton<token> ctx;
+        ctx.append(std::span<const token>(rec.prompt));
+        draft::suffix_matcher<token> hm(hist);
+        hm.advance(std::span<const token>(rec.prompt));
+        for (std::size_t pos = 0; pos < rec.response.size();) {
+            const bool from_context = ctx.repeat_length() >= hm.length();
+            const auto& sam = from_context ? ctx : hist;
+            draft::state_id s = from_context ? ctx.repeat_state() : hm.state();
+            const std::uint32_t length = from_context ? ctx.repeat_length() : hm.length();
+            const double escape = from_context ? config.context_escape : config.history_escape;
+            std::size_t accepted = 0;
+            for (std::size_t d = 0; length > 0 && d < opt.max_draft && pos + d < rec.response.size(); ++d) {
+                double total = 0, top = 0;
+                token best = 0;
+                draft::state_id next = draft::no_state;
+                sam.for_each_transition(s, [&](token t, draft::state_id child) {
+                    const double c = sam.count(child);
+                    total += c;
+                    if (c > top) top = c, best = t, next = child;
+                });
+                if (total == 0) break;
+                const bool ok = rec.response[pos + d] == best;
+                const double l = double(length + d), share = top / total;
+                const double predicted = top / (total + escape / l);
+                const std::string source = from_context ? "context" : "history";
+                for (const auto& [feature, bucket] :
+                     {std::pair<std::string, std::string>{"match_length", log2_bucket(l)},
+                      {"continuations", log2_bucket(total)},
+                      {"share", share == 1 ? "1" : share >= 0.5 ? "0.5-1" : "<0.5"},
+                      {"match_length_unique", total == 1 ? log2_bucket(l) : "not unique"}}) {
+                    for (const auto& src : {source, std::string("all")}) {
+                        cell& c = cells[{src, feature, bucket}];
+                        c.drafted += 1;
+                        c.accepted += ok;
+                        c.predicted += predicted;
+                    }
+                }
+                if (!ok) break;
+                s = next;
+                ++accepted;
+            }
+            const std::size_t emitted = std::min(accepted + 1, rec.response.size() - pos);
+            for (std::size_t i = 0; i < emitted; ++i) {
+                hm.advance(rec.response[pos + i]);  // before the append: as the drafter does
+                ctx.append(rec.response[pos + i]);
+            }
+            pos += emitted;
+        }
+        history.add(rec.response);
+        history.publish();
+    }
+    std::vector<record> out;
+    for (const auto& [key, c] : cells) {
+        const auto& [source, feature, bucket] = key;
+        out.push_back(record{{"source", source},
+                             {"feature", feature},
+                             {"bucket", bucket},
+                             {"drafted", c.drafted},
+                             {"accept_rate", c.accepted / c.drafted},
+                             {"model_p", c.predicted / c.drafted}});
+    }
+    return out;
+}
+
 // `--concurrency C --history-tokens N`: C requests replayed interleaved, step by step,
 // through the request-level API (`speculator`) over one live history bounded to N tokens.
 // The history starts full: the file's prompts, cycled, stand in for the outputs of earlier
 // requests (real text of the same kind; no response is in it), and each finished output is
-// added (`history.add`, timed: the only history work on a request's path) while the other
+// added (`history.add`: the only history work on a request's path) while the other
 // requests keep drafting; a writer thread publishes the queued outputs (timed apart: it
 // copies the young generation or rebuilds the old one, evicting the oldest documents).
-// Every draft call is timed, one request per call. Records: the replay's totals ("all").
+// `history_add_us_*` is the CPU time of the request's thread in `add` (which takes no lock,
+// so it never waits on the writer): on a shared machine the wall time also counts
+// preemption by other processes, reported as `history_add_wall_us_*`. Every draft call is
+// timed (wall), one request per call. Records: the replay's totals ("all").
 std::vector<record> concurrent_records(const std::vector<token_record>& data, const std::string& kind,
                                        const options& opt, std::size_t concurrency, std::size_t history_tokens) {
     using clock = std::chrono::steady_clock;
@@ -368,7 +459,7 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
     };
     std::vector<live> slots;
     std::size_t next = 0;
-    std::vector<double> start_us, add_us, add_cpu_us;
+    std::vector<double> start_us, add_us, add_wall_us;
     replay_stats s;
     auto admit = [&](live& l) {
         l = {next, 0, next};
@@ -400,8 +491,8 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
             const double cpu0 = thread_cpu_us();
             const auto t0 = clock::now();
             history.add(output);
-            add_us.push_back(since_us(t0));
-            add_cpu_us.push_back(thread_cpu_us() - cpu0);
+            add_wall_us.push_back(since_us(t0));
+            add_us.push_back(thread_cpu_us() - cpu0);
             if (next < data.size()) {
                 admit(l);
                 ++i;
@@ -427,7 +518,8 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
                    {"draft_us_max", max_of(s.draft_us)},
                    {"history_add_us_p99", quantile(add_us, 0.99)},
                    {"history_add_us_max", max_of(add_us)},
-                   {"history_add_cpu_us_max", max_of(add_cpu_us)},
+                   {"history_add_wall_us_p99", quantile(add_wall_us, 0.99)},
+                   {"history_add_wall_us_max", max_of(add_wall_us)},
                    {"start_us_p50", quantile(start_us, 0.5)},
                    {"start_us_max", max_of(start_us)},
                    {"publish_us_p50", quantile(publish_us, 0.5)},
@@ -472,6 +564,8 @@ public:
             ->capture_default_str();
         app.add_option("--records", records_, "generated workload size")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--seed", seed_, "generated workload seed")->capture_default_str();
+        app.add_flag("--acceptance", acceptance_,
+                     "acceptance rate of drafted tokens by match length, continuation count and share");
         app.add_flag("--scaling", scaling_, "per-step draft latency at contexts of 1k..1M tokens, sam vs pld");
     }
     int run(result_sink& sink) override {
@@ -484,6 +578,10 @@ public:
         opt_.backoff = backoff_ == "on";
         opt_.reuse = reuse_ == "on";
         const auto data = data_.empty() ? generate_workload(records_, seed_) : testing::read_tok_file(data_);
+        if (acceptance_) {
+            for (auto& r : acceptance_records(data, opt_)) sink.add(std::move(r));
+            return 0;
+        }
         if (concurrency_ != 0) {
             if (data.empty()) throw CLI::ValidationError("--concurrency", "the data has no records");
             const std::vector<std::string> kinds = opt_.drafter == "all" || opt_.drafter == "pld"
@@ -542,7 +640,7 @@ private:
     options opt_;
     std::size_t records_ = 400, concurrency_ = 0, history_tokens_ = std::size_t{1} << 20;
     std::uint32_t seed_ = 1;
-    bool scaling_ = false;
+    bool scaling_ = false, acceptance_ = false;
 };
 
 FRUGAL_BENCH_COMMAND(draft_command);

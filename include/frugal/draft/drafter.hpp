@@ -232,10 +232,15 @@ private:
     // A carried-over match shorter than this is also looked for afresh over as many tokens.
     static constexpr std::size_t regrow_window = 32;
 
+    // Where each source stands after a draft path: at a state of its automaton or, once the
+    // matched string occurs only once, at that occurrence in the text, whose continuation is
+    // then read contiguously instead of state by state (the same counts: one occurrence,
+    // one continuation).
     struct cursor {
-        std::array<state_id, slots> state{};
-        std::array<std::uint32_t, slots> length{};
-        cursor() { state.fill(no_state); }
+        std::array<state_id, slots> state{};        // no_state: text mode
+        std::array<std::uint32_t, slots> length{};  // match length (the evidence); 0: inactive
+        std::array<std::uint32_t, slots> end{};     // text mode: end of the single occurrence
+        std::array<std::uint32_t, slots> stop{};    // text mode: end of its document
     };
     struct weighted {
         Token token;
@@ -290,31 +295,39 @@ private:
         snapshot_ = std::move(next);
     }
 
+    // Puts `slot` of `c` at state `s` with match length `length` (text mode when the
+    // matched string occurs once).
+    void enter(cursor& c, std::size_t slot, state_id s, std::uint32_t length) const {
+        const auto& sam = automaton(slot);
+        c.length[slot] = length;
+        c.state[slot] = s;
+        if (sam.count(s) != 1) return;
+        const std::uint32_t e = sam.last_end(s);
+        c.state[slot] = no_state;
+        c.end[slot] = e;
+        c.stop[slot] = static_cast<std::uint32_t>(e + 1 + sam.continuation(e, sam.size()).size());
+    }
+
     [[nodiscard]] cursor root_cursor() {
         cursor root;
         auto use = [&](std::size_t slot, state_id s, std::uint32_t length) {
             if (length < config_.min_match) return;
-            root.state[slot] = s;
-            root.length[slot] = length;
+            enter(root, slot, s, length);
             if (!config_.backoff) return;
             const auto& sam = automaton(slot);
             const state_id up = sam.link(s);
-            if (up != no_state && sam.length(up) >= config_.min_match) {
-                root.state[slot + automata] = up;
-                root.length[slot + automata] = sam.length(up);
-            }
+            if (up != no_state && sam.length(up) >= config_.min_match) enter(root, slot + automata, up, sam.length(up));
         };
         use(0, context_.repeat_state(), context_.repeat_length());
+        for (std::size_t g = 1; g < automata; ++g)
+            if (matchers_[g]) use(g, matchers_[g]->state(), matchers_[g]->length());
         for (std::size_t r = 0; r < resume_.size(); ++r) {
             resume_point& h = resume_[r];
             if (h.state == no_state) continue;
             while (h.state != suffix_automaton<Token>::root && h.matched <= context_.length(context_.link(h.state)))
                 h.state = context_.link(h.state);  // follow splits made by later appends
-            root.state[resume_slot + r] = h.state;
-            root.length[resume_slot + r] = h.evidence;
+            enter(root, resume_slot + r, h.state, h.evidence);
         }
-        for (std::size_t g = 1; g < automata; ++g)
-            if (matchers_[g]) use(g, matchers_[g]->state(), matchers_[g]->length());
         return root;
     }
 
@@ -363,7 +376,7 @@ private:
         std::array<std::size_t, slots> order{};
         std::size_t active = 0;
         for (std::size_t s = 0; s < slots; ++s)
-            if (at.state[s] != no_state) order[active++] = s;
+            if (at.length[s] != 0) order[active++] = s;
         // A resume point ranks by the tokens confirmed since the break (it is a guess until then).
         auto evidence = [&](std::size_t s) { return double(at.length[s] - (s >= resume_slot)) / escape(s); };
         for (std::size_t i = 1; i < active; ++i)  // insertion sort: at most `slots` entries
@@ -378,22 +391,29 @@ private:
         for (std::size_t k = 0; k < active; ++k) {
             const std::size_t s = order[k];
             if (path * mass < threshold() || mass < min_source_mass) {
-                at.state[s] = no_state;
+                at.length[s] = 0;
                 continue;
             }
             const auto& sam = automaton(s);
-            if (sam.transition_count(at.state[s]) > config_.max_fanout) continue;
             const std::size_t first = gathered_.size();
-            children_.clear();
-            sam.for_each_transition(at.state[s], [&](Token token, state_id child) {
-                sam.prefetch(child);  // the children are scattered: let their misses overlap
-                children_.push_back(child);
-                gathered_.push_back({token, 0});
-            });
             double total = 0;
-            for (std::size_t i = first; i < gathered_.size(); ++i) {
-                gathered_[i].p = sam.count(children_[i - first]);
-                total += gathered_[i].p;
+            if (at.state[s] == no_state) {  // text mode: the one continuation, if any
+                if (at.end[s] + 1 < at.stop[s]) {
+                    gathered_.push_back({sam.text()[at.end[s] + 1], 1.0});
+                    total = 1;
+                }
+            } else {
+                if (sam.transition_count(at.state[s]) > config_.max_fanout) continue;
+                children_.clear();
+                sam.for_each_transition(at.state[s], [&](Token token, state_id child) {
+                    sam.prefetch(child);  // the children are scattered: let their misses overlap
+                    children_.push_back(child);
+                    gathered_.push_back({token, 0});
+                });
+                for (std::size_t i = first; i < gathered_.size(); ++i) {
+                    gathered_[i].p = sam.count(children_[i - first]);
+                    total += gathered_[i].p;
+                }
             }
             if (total == 0) continue;
             ++runs;
@@ -418,11 +438,17 @@ private:
     [[nodiscard]] cursor step(const cursor& at, Token token) const {
         cursor next;
         for (std::size_t s = 0; s < slots; ++s) {
-            if (at.state[s] == no_state) continue;
+            if (at.length[s] == 0) continue;
+            if (at.state[s] == no_state) {  // text mode
+                if (at.end[s] + 1 >= at.stop[s] || automaton(s).text()[at.end[s] + 1] != token) continue;
+                next.state[s] = no_state;
+                next.length[s] = at.length[s] + 1;
+                next.end[s] = at.end[s] + 1;
+                next.stop[s] = at.stop[s];
+                continue;
+            }
             const state_id child = automaton(s).next(at.state[s], token);
-            if (child == no_state) continue;
-            next.state[s] = child;
-            next.length[s] = at.length[s] + 1;
+            if (child != no_state) enter(next, s, child, at.length[s] + 1);
         }
         return next;
     }

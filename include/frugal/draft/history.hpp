@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <concepts>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -158,23 +157,27 @@ public:
     live_history& operator=(const live_history&) = delete;
 
     ~live_history() {
+        (void)take_queue();
         std::lock_guard lock(reclaim_->mutex);
         reclaim_->open = false;
         reclaim_->dead.clear();
     }
 
-    /// Queues a finished output as one document (empty ones are ignored). Thread-safe and
-    /// never waits on a build: the document is visible to requests once published.
+    /// Queues a finished output as one document (empty ones are ignored). Thread-safe,
+    /// lock-free and never waits on a build: it copies the document and links it into the
+    /// queue; the document is visible to requests once published.
     /// @code
     /// history.add(output_tokens);
     /// @endcode
     void add(std::span<const Token> document) {
         if (document.empty()) return;
-        {
-            std::lock_guard lock(pending_mutex_);
-            pending_.emplace_back(document.begin(), document.end());
+        auto* node = new queued{std::vector<Token>(document.begin(), document.end()), nullptr};
+        node->next = queue_.load(std::memory_order_relaxed);
+        while (!queue_.compare_exchange_weak(node->next, node, std::memory_order_release, std::memory_order_relaxed)) {
         }
-        pending_ready_.notify_one();
+        queued_.fetch_add(1, std::memory_order_relaxed);
+        added_.fetch_add(1, std::memory_order_release);
+        added_.notify_one();
     }
 
     /// Applies the queued documents and publishes the new snapshot; returns false when
@@ -185,11 +188,7 @@ public:
     /// @endcode
     bool publish() {
         std::lock_guard publishing(publish_mutex_);
-        std::vector<std::vector<Token>> docs;
-        {
-            std::lock_guard lock(pending_mutex_);
-            docs.swap(pending_);
-        }
+        std::vector<std::vector<Token>> docs = take_queue();
         reclaim();
         if (docs.empty()) return false;
         const auto current = snapshot();
@@ -241,12 +240,14 @@ public:
     /// std::jthread writer([&](std::stop_token stop) { history.publish_loop(stop); });
     /// @endcode
     void publish_loop(std::stop_token stop) {
+        const std::stop_callback wake(stop, [this] {
+            added_.fetch_add(1, std::memory_order_release);
+            added_.notify_all();
+        });
         while (!stop.stop_requested()) {
-            {
-                std::unique_lock lock(pending_mutex_);
-                pending_ready_.wait(lock, stop, [&] { return !pending_.empty(); });
-            }
+            const std::uint64_t seen = added_.load(std::memory_order_acquire);
             publish();
+            added_.wait(seen, std::memory_order_acquire);  // returns at once if anything came since `seen`
         }
         publish();
     }
@@ -265,10 +266,7 @@ public:
     /// The young generation's bound.
     [[nodiscard]] std::size_t young_tokens() const noexcept { return young_tokens_; }
     /// Documents queued and not yet published.
-    [[nodiscard]] std::size_t pending() const {
-        std::lock_guard lock(pending_mutex_);
-        return pending_.size();
-    }
+    [[nodiscard]] std::size_t pending() const noexcept { return queued_.load(std::memory_order_relaxed); }
 
     /// Writes the published documents to `path` (format above) crash-safely; I/O failures
     /// throw frugal::runtime_error and leave `path` as it was.
@@ -340,6 +338,19 @@ private:
         }
         version_.store(v, std::memory_order_release);
         // `snap` (the previous snapshot) is released here, on the writer's thread.
+    }
+    // Every queued document, oldest first.
+    std::vector<std::vector<Token>> take_queue() {
+        std::vector<std::vector<Token>> docs;
+        for (queued* n = queue_.exchange(nullptr, std::memory_order_acquire); n != nullptr;) {
+            docs.push_back(std::move(n->tokens));
+            queued* next = n->next;
+            delete n;
+            n = next;
+            queued_.fetch_sub(1, std::memory_order_relaxed);
+        }
+        std::reverse(docs.begin(), docs.end());
+        return docs;
     }
     void reclaim() {
         std::vector<std::unique_ptr<const history_generation<Token>>> dead;
@@ -445,9 +456,14 @@ private:
     std::size_t max_tokens_, young_tokens_;
     std::uint64_t lineages_ = 0;  // writer only
     std::shared_ptr<reclaimer> reclaim_ = std::make_shared<reclaimer>();
-    mutable std::mutex pending_mutex_;
-    std::condition_variable_any pending_ready_;
-    std::vector<std::vector<Token>> pending_;
+    // The queue of added documents: a lock-free stack (newest first) that publish takes whole.
+    struct queued {
+        std::vector<Token> tokens;
+        queued* next;
+    };
+    std::atomic<queued*> queue_{nullptr};
+    std::atomic<std::size_t> queued_{0};
+    std::atomic<std::uint64_t> added_{0};  // publish_loop waits on it
     std::mutex publish_mutex_;
     mutable std::mutex snapshot_mutex_;
     std::shared_ptr<const history_snapshot<Token>> current_;
