@@ -331,7 +331,7 @@ std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std
 // probability c / (n + escape / l) for the same tokens, so the two can be compared.
 std::vector<record> acceptance_records(const std::vector<token_record>& data, const options& opt) {
     const draft::drafter_config config = opt.config();
-    draft::live_history<token> history(unbounded_history);
+    draft::suffix_automaton<token> hist;  // the earlier records' responses, one document each
     struct cell {
         double drafted = 0, accepted = 0, predicted = 0;
     };
@@ -342,8 +342,6 @@ std::vector<record> acceptance_records(const std::vector<token_record>& data, co
         return lo == 1 ? std::string("1") : std::to_string(lo) + "-" + std::to_string(2 * lo - 1);
     };
     for (const auto& rec : data) {
-        const auto snap = history.snapshot();
-        const auto& hist = snap->old_generation().automaton;  // one generation: the bound is never reached
         draft::suffix_automaton<token> ctx;
         ctx.append(std::span<const token>(rec.prompt));
         draft::suffix_matcher<token> hm(hist);
@@ -392,8 +390,8 @@ std::vector<record> acceptance_records(const std::vector<token_record>& data, co
             }
             pos += emitted;
         }
-        history.add(rec.response);
-        history.publish();
+        hist.begin_document();
+        hist.append(std::span<const token>(rec.response));
     }
     std::vector<record> out;
     for (const auto& [key, c] : cells) {

@@ -404,16 +404,11 @@ private:
                 }
             } else {
                 if (sam.transition_count(at.state[s]) > config_.max_fanout) continue;
-                children_.clear();
                 sam.for_each_transition(at.state[s], [&](Token token, state_id child) {
-                    sam.prefetch(child);  // the children are scattered: let their misses overlap
-                    children_.push_back(child);
-                    gathered_.push_back({token, 0});
+                    const double c = sam.count(child);
+                    total += c;
+                    gathered_.push_back({token, c});
                 });
-                for (std::size_t i = first; i < gathered_.size(); ++i) {
-                    gathered_[i].p = sam.count(children_[i - first]);
-                    total += gathered_[i].p;
-                }
             }
             if (total == 0) continue;
             ++runs;
@@ -422,7 +417,7 @@ private:
             for (std::size_t i = first; i < gathered_.size(); ++i) gathered_[i].p *= scale;
             mass *= esc / (total + esc);
         }
-        if (runs > 1)  // each source's run is sorted by token already
+        if (runs > 1)  // one run holds distinct tokens: only several runs need merging
             std::sort(gathered_.begin(), gathered_.end(), [](const weighted& a, const weighted& b) { return a.token < b.token; });
         merged_.clear();
         for (const weighted& w : gathered_) {
@@ -528,7 +523,6 @@ private:
     std::array<resume_point, 2> resume_{};
     draft_tree<Token> draft_;
     std::vector<weighted> gathered_, merged_;
-    std::vector<state_id> children_;  // gather(): one source's children
     std::vector<candidate> heap_;
     std::vector<cursor> cursors_;  // tree(): the cursor after each node
     std::vector<std::int32_t> first_child_, next_sibling_, extra_node_;  // tree(): node links

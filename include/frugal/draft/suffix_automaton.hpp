@@ -184,15 +184,6 @@ public:
         const edge* e = edges_of(n);
         for (std::uint32_t i = 0; i < n.edges; ++i) fn(e[i].token, e[i].target);
     }
-    /// Hints the record of state `s` into the cache (no effect on the result): a caller
-    /// that will read many scattered states issues these first so the misses overlap.
-    void prefetch(state_id s) const noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-        if (s < meta_.size()) __builtin_prefetch(meta_.data() + s);
-#else
-        (void)s;
-#endif
-    }
     /// Number of outgoing transitions of `s`.
     [[nodiscard]] std::size_t transition_count(state_id s) const {
         return at(s).edges + (s == root ? root_tokens_.size() : 0);
