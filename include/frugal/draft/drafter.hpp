@@ -56,9 +56,9 @@ struct drafter_config {
 ///
 /// Feed it the prompt with `begin()` and every accepted token (bonus included) with
 /// `accept()`: amortized O(1) per token. Each draft first moves to the history's newest
-/// snapshot if there is one (an atomic load when there is none), then consults up to six
-/// sources: the longest suffix match in the context and in each history generation, and
-/// each one's suffix-link back-off. A source whose match has length l and whose
+/// snapshot if there is one (an atomic load when there is none), then consults up to eight
+/// sources: the longest suffix match in the context and in each history generation, each
+/// one's suffix-link back-off, and two resume points of a copy that broke off. A source whose match has length l and whose
 /// continuations were seen n times in all predicts a continuation seen c times with
 /// probability c / (n + escape / l): long matches and frequent agreeing continuations are
 /// strong evidence, short or ambiguous ones weak. The sources are consulted from the

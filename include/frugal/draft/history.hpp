@@ -244,10 +244,12 @@ public:
             added_.fetch_add(1, std::memory_order_release);
             added_.notify_all();
         });
-        while (!stop.stop_requested()) {
+        while (true) {
             const std::uint64_t seen = added_.load(std::memory_order_acquire);
             publish();
-            added_.wait(seen, std::memory_order_acquire);  // returns at once if anything came since `seen`
+            if (stop.stop_requested()) break;
+            // Returns at once if anything came (or a stop was requested) since `seen`.
+            added_.wait(seen, std::memory_order_acquire);
         }
         publish();
     }
