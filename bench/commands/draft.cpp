@@ -215,6 +215,16 @@ double update_us_per_token(const std::vector<token_record>& data, const std::str
     return 1e6 * double(std::clock() - start) / CLOCKS_PER_SEC / double(tokens);
 }
 
+// The fields every replay reports: MAT, acceptance, draft size and draft latency.
+record replay_fields(const replay_stats& s) {
+    return record{{"records", s.records},
+                  {"mat", s.mat()},
+                  {"accept_rate", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
+                  {"drafted_per_step", double(s.drafted) / double(s.steps)},
+                  {"draft_us_p50", quantile(s.draft_us, 0.5)},
+                  {"draft_us_p99", quantile(s.draft_us, 0.99)}};
+}
+
 std::vector<record> draft_records(const std::vector<token_record>& data, const options& opt) {
     const std::vector<std::string> kinds =
         opt.drafter == "all" ? std::vector<std::string>{"pld", "sam", "sam-tree"} : std::vector<std::string>{opt.drafter};
@@ -224,17 +234,12 @@ std::vector<record> draft_records(const std::vector<token_record>& data, const o
         const auto stats = simulate(data, kind, opt, history_bytes);
         const double update_us = update_us_per_token(data, kind, opt);
         auto make = [&](const std::string& category, const replay_stats& s) {
-            return record{{"drafter", kind},
-                          {"category", category},
-                          {"records", s.records},
-                          {"mat", s.mat()},
-                          {"accept_rate", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
-                          {"drafted_per_step", double(s.drafted) / double(s.steps)},
-                          {"draft_us_p50", quantile(s.draft_us, 0.5)},
-                          {"draft_us_p99", quantile(s.draft_us, 0.99)},
-                          {"update_us_per_token", update_us},
-                          {"history_bytes", history_bytes},
-                          {"reuse", opt.reuse && kind != "sam-tree" ? "on" : "off"}};
+            record r{{"drafter", kind}, {"category", category}};
+            r.update(replay_fields(s));
+            r["update_us_per_token"] = update_us;
+            r["history_bytes"] = history_bytes;
+            r["reuse"] = opt.reuse && kind != "sam-tree" ? "on" : "off";
+            return r;
         };
         all.push_back(make("all", stats.at("all")));
         for (const auto& [category, s] : stats)
@@ -436,9 +441,12 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
     std::vector<double> publish_us;
     std::size_t rebuilds = 0;
     std::jthread writer([&](std::stop_token stop) {
-        // Polls rather than publish_loop(): it times each publication.
-        while (!stop.stop_requested()) {
+        // Polls rather than publish_loop(): it times each publication. On stop, it publishes
+        // what is left.
+        while (true) {
+            const bool stopping = stop.stop_requested();
             if (history.pending() == 0) {
+                if (stopping) break;
                 std::this_thread::sleep_for(std::chrono::microseconds(200));
                 continue;
             }
@@ -503,28 +511,22 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
     writer.join();
     const auto snap = history.snapshot();
     auto max_of = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
-    return {record{{"drafter", kind},
-                   {"category", "all"},
-                   {"concurrency", concurrency},
-                   {"history_tokens", history_tokens},
-                   {"records", s.records},
-                   {"mat", s.mat()},
-                   {"accept_rate", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
-                   {"drafted_per_step", double(s.drafted) / double(s.steps)},
-                   {"draft_us_p50", quantile(s.draft_us, 0.5)},
-                   {"draft_us_p99", quantile(s.draft_us, 0.99)},
-                   {"draft_us_max", max_of(s.draft_us)},
-                   {"history_add_us_p99", quantile(add_us, 0.99)},
+    auto q = [](const std::vector<double>& v, double p) { return v.empty() ? 0.0 : quantile(v, p); };
+    record r{{"drafter", kind}, {"category", "all"}, {"concurrency", concurrency}, {"history_tokens", history_tokens}};
+    r.update(replay_fields(s));
+    r.update(record{{"draft_us_max", max_of(s.draft_us)},
+                   {"history_add_us_p99", q(add_us, 0.99)},
                    {"history_add_us_max", max_of(add_us)},
-                   {"history_add_wall_us_p99", quantile(add_wall_us, 0.99)},
+                   {"history_add_wall_us_p99", q(add_wall_us, 0.99)},
                    {"history_add_wall_us_max", max_of(add_wall_us)},
-                   {"start_us_p50", quantile(start_us, 0.5)},
+                   {"start_us_p50", q(start_us, 0.5)},
                    {"start_us_max", max_of(start_us)},
-                   {"publish_us_p50", quantile(publish_us, 0.5)},
+                   {"publish_us_p50", q(publish_us, 0.5)},
                    {"publish_us_max", max_of(publish_us)},
                    {"publishes", publish_us.size()},
                    {"rebuilds", rebuilds},
-                   {"history_held_tokens", snap->size()}}};
+                   {"history_held_tokens", snap->size()}});
+    return {r};
 }
 
 class draft_command final : public subcommand {
