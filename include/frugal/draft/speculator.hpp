@@ -85,8 +85,9 @@ public:
     void append(request_id id, std::span<const Token> accepted) { find(id).state.accept(accepted); }
 
     /// Drafts for every request of `ids` on `ex` (at most `max_workers` at once; 0: the
-    /// executor's concurrency); `result[i]` is the draft of `ids[i]`, valid until that
-    /// request's next `propose`, `append` or `stop`.
+    /// executor's concurrency); `result[i]` points to the draft of `ids[i]`. The span is
+    /// valid until the next `propose`; each draft until its request is drafted again or
+    /// stopped.
     /// @code
     /// auto drafts = spec.propose(batch_ids, pool);
     /// for (std::size_t i = 0; i < drafts.size(); ++i) add_to_batch(batch_ids[i], *drafts[i]);
