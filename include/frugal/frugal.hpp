@@ -36,6 +36,7 @@
 #include "frugal/draft/drafter.hpp"
 #include "frugal/draft/history.hpp"
 #include "frugal/draft/reuse.hpp"
+#include "frugal/draft/speculator.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 #include "frugal/draft/verify.hpp"
 
