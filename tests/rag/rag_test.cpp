@@ -2,6 +2,7 @@
 // retrieval module (one translation unit to keep CI compile time low).
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <map>
 #include <random>
 #include <vector>
@@ -38,21 +39,38 @@ std::string error_of(F&& f) {
 
 // Concepts: the simulation types model them, other types do not.
 static_assert(frugal::rag::rag_generator<frugal::sim::simulated_generator>);
+static_assert(frugal::rag::rag_previewing_generator<frugal::sim::simulated_generator>);
 static_assert(!frugal::rag::rag_generator<frugal::sim::simulated_retriever>);
 static_assert(frugal::rag::rag_retriever<frugal::sim::simulated_retriever>);
 static_assert(!frugal::rag::rag_retriever<frugal::sim::simulated_generator>);
 static_assert(frugal::rag::rag_ordered_retriever<frugal::sim::simulated_retriever>);
 
-// A retriever that names neither its queries nor its results' clusters: the scheduler hashes
-// the query itself and searches in probe order.
+// A retriever that does not name its results' clusters: the scheduler searches in probe order.
 struct unordered_retriever {
     frugal::sim::simulated_retriever inner;
+    std::uint64_t query_of(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const {
+        return inner.query_of(s, n);
+    }
     std::vector<std::size_t> probe(std::uint64_t q) const { return inner.probe(q); }
     double cluster_time(std::size_t c) const { return inner.cluster_time(c); }
-    double search(std::span<const frugal::rag::retrieval_slot> batch) { return inner.search(batch); }
+    double search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>> batch) { return inner.search(batch); }
 };
 static_assert(frugal::rag::rag_retriever<unordered_retriever>);
 static_assert(!frugal::rag::rag_ordered_retriever<unordered_retriever>);
+// One that cannot name its queries is no retriever: the library has no rule to invent them.
+struct queryless_retriever {
+    std::vector<std::size_t> probe(std::uint64_t) const { return {}; }
+    double cluster_time(std::size_t) const { return 0.0; }
+    double search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>>) { return 0.0; }
+};
+static_assert(!frugal::rag::rag_retriever<queryless_retriever>);
+// A generator that cannot commit or discard its generations is no generator.
+struct uncommitted_generator {
+    double step(std::span<const frugal::rag::generation_slot>) { return 1.0; }
+    double step_time(std::size_t, std::size_t) const { return 1.0; }
+    std::size_t length(const frugal::rag::rag_state&, const frugal::rag::rag_node&) const { return 1; }
+};
+static_assert(!frugal::rag::rag_generator<uncommitted_generator>);
 static_assert(frugal::retrieve::ivf_index<frugal::retrieve::ivf_flat>);
 static_assert(!frugal::retrieve::ivf_index<frugal::sim::simulated_retriever>);
 
@@ -146,15 +164,16 @@ frugal::rag::rag_state walk_alone(const frugal::rag::rag_graph& g, frugal::rag::
             const std::size_t len = gen.length(s, n);
             std::vector<std::uint64_t> docs = s.retrieved.empty() ? std::vector<std::uint64_t>{} : s.retrieved.back();
             for (std::size_t step = 0; step < len; ++step) {
-                frugal::rag::generation_slot slot{request, step, n.prompt_tokens + doc_tokens * docs.size() + step, docs, &s.text};
+                frugal::rag::generation_slot slot{request, step, n.prompt_tokens + doc_tokens * docs.size() + step, &n, &s, docs};
                 (void)gen.step(std::span<const frugal::rag::generation_slot>(&slot, 1));
             }
+            gen.commit(s, n);
         } else {
-            const std::uint64_t q = ret.query_of(s);
+            const std::uint64_t q = ret.query_of(s, n);
             frugal::retrieve::top_k best(n.top_k);
             const auto probe = ret.probe(q);
-            frugal::rag::retrieval_slot slot{request, q, probe, &best};
-            (void)ret.search(std::span<const frugal::rag::retrieval_slot>(&slot, 1));
+            frugal::rag::retrieval_slot<std::uint64_t> slot{request, &q, probe, &best};
+            (void)ret.search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>>(&slot, 1));
             s.retrieved.push_back(best.ids());
         }
         ++s.visits[at];
@@ -211,7 +230,8 @@ TEST(RagSchedule, EveryPolicyMatchesTheOneRequestOracle) {
         for (std::size_t i = 0; i < reqs.size(); ++i) {
             const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128);
             const auto& got = run.requests[i].state;
-            EXPECT_EQ(got.text, expect.text) << "request " << i;
+            EXPECT_NE(expect.get("text"), 0) << "request " << i;  // the generator wrote its output
+            EXPECT_EQ(got.values, expect.values) << "request " << i;
             EXPECT_EQ(got.retrieved, expect.retrieved) << "request " << i;
             EXPECT_EQ(got.visits, expect.visits) << "request " << i;
             EXPECT_GE(run.requests[i].finish, run.requests[i].arrival);
@@ -234,7 +254,7 @@ TEST(RagSchedule, SimulationIsDeterministic) {
     ASSERT_EQ(a.requests.size(), b.requests.size());
     for (std::size_t i = 0; i < a.requests.size(); ++i) {
         EXPECT_EQ(a.requests[i].finish, b.requests[i].finish);
-        EXPECT_EQ(a.requests[i].state.text, b.requests[i].state.text);
+        EXPECT_EQ(a.requests[i].state.values, b.requests[i].state.values);
     }
     EXPECT_EQ(a.gpu_batches, b.gpu_batches);
     EXPECT_EQ(a.speculations, b.speculations);
@@ -254,9 +274,99 @@ TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
     EXPECT_GT(spec.rollbacks, 0u);  // some partial top-k differ from the final one...
     EXPECT_LT(spec.rollbacks, spec.speculations);  // ...and some are confirmed
     for (std::size_t i = 0; i < reqs.size(); ++i) {
-        EXPECT_EQ(spec.requests[i].state.text, plain.requests[i].state.text) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.values, plain.requests[i].state.values) << "request " << i;
         EXPECT_EQ(spec.requests[i].state.retrieved, plain.requests[i].state.retrieved) << "request " << i;
     }
+}
+
+// The engine-facing contract, checked by a state machine per request: a generation starts at
+// step 0, runs its steps in order, and ends with exactly one commit (the node's generation was
+// kept) or discard (only ever a speculative one) before the request's next generation starts;
+// every commit is followed by the scheduler counting the node's visit. The retriever sees the
+// request's question in every query it names.
+struct contract_generator {
+    frugal::sim::simulated_generator inner;
+    struct open_generation {
+        bool open = false, speculative = false;
+        std::size_t next_step = 0;
+        const frugal::rag::rag_node* node = nullptr;
+    };
+    std::map<std::size_t, open_generation> gens;
+    std::size_t commits = 0, discards = 0;
+
+    double step(std::span<const frugal::rag::generation_slot> batch) {
+        for (const auto& s : batch) {
+            open_generation& g = gens[s.request];
+            if (s.step == 0) {
+                EXPECT_FALSE(g.open) << "request " << s.request << " started a generation before ending the last";
+                g = {true, s.speculative, 0, s.node};
+            }
+            EXPECT_TRUE(g.open && s.step == g.next_step && s.node == g.node) << "request " << s.request;
+            EXPECT_EQ(s.state->request, s.request);
+            ++g.next_step;
+        }
+        return inner.step(batch);
+    }
+    double step_time(std::size_t b, std::size_t c) const { return inner.step_time(b, c); }
+    std::size_t length(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const { return inner.length(s, n); }
+    void commit(frugal::rag::rag_state& s, const frugal::rag::rag_node& n) {
+        open_generation& g = gens[s.request];
+        EXPECT_TRUE(g.open && g.node == &n && g.next_step == inner.length(s, n)) << "request " << s.request;
+        g.open = false;
+        ++commits;
+        inner.commit(s, n);
+    }
+    void discard(std::size_t request) {
+        open_generation& g = gens[request];
+        EXPECT_TRUE(g.open && g.speculative) << "request " << request << " discarded a non-speculative generation";
+        g.open = false;
+        ++discards;
+        inner.discard(request);
+    }
+};
+static_assert(frugal::rag::rag_generator<contract_generator>);
+static_assert(!frugal::rag::rag_previewing_generator<contract_generator>);
+
+struct question_checking_retriever {
+    frugal::sim::simulated_retriever inner;
+    std::size_t queries = 0;
+    std::uint64_t query_of(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const {
+        EXPECT_EQ(s.input, "question " + std::to_string(s.request));
+        return inner.query_of(s, n);
+    }
+    std::vector<std::size_t> probe(std::uint64_t q) const { return inner.probe(q); }
+    double cluster_time(std::size_t c) const { return inner.cluster_time(c); }
+    double search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>> batch) {
+        queries += batch.size();
+        return inner.search(batch);
+    }
+    std::size_t list_of(std::uint64_t id) const { return inner.list_of(id); }
+};
+
+TEST(RagSchedule, GeneratorSeesEveryGenerationEndInCommitOrDiscard) {
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
+    auto reqs = mixed_requests(one, hyde, multi, 4.0, 60);
+    for (std::size_t i = 0; i < reqs.size(); ++i) reqs[i].state.input = "question " + std::to_string(i);
+    contract_generator gen;
+    question_checking_retriever ret;
+    const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront});
+    std::size_t generations = 0;
+    for (const auto& r : run.requests) {
+        EXPECT_FALSE(gen.gens[r.state.request].open) << "request " << r.state.request << " left a generation open";
+        for (const auto& [node, visits] : r.state.visits)
+            if (reqs[r.state.request].graph->node(node).kind == frugal::rag::rag_node_kind::generation) generations += visits;
+        EXPECT_EQ(r.state.input, reqs[r.state.request].state.input);
+    }
+    EXPECT_EQ(gen.commits, generations);
+    EXPECT_EQ(gen.discards, run.rollbacks);
+    EXPECT_GT(run.rollbacks, 0u);  // the discard path was exercised
+    EXPECT_GT(ret.queries, 0u);
+    // Speculative retrieval needs a generator that previews its partial output: asking for it
+    // without one is an error, not a silent no-op.
+    const std::string msg = error_of([&] {
+        (void)frugal::rag::schedule_rag(reqs, gen, ret, {.speculate_retrieval = true});
+    });
+    EXPECT_NE(msg.find("speculate_retrieval needs a generator with preview(state, node)"), std::string::npos) << msg;
 }
 
 // Requests whose successive queries share a topic, and whose query from a half-done
@@ -287,8 +397,8 @@ TEST(RagSchedule, SimilarityAwareOrderFindsTheTopKSoonerWithTheSameResults) {
     for (std::size_t i = 0; i < reqs.size(); ++i) {
         const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, similar_queries());
         EXPECT_EQ(ordered.requests[i].state.retrieved, expect.retrieved) << "request " << i;
-        EXPECT_EQ(ordered.requests[i].state.text, expect.text) << "request " << i;
-        EXPECT_EQ(plain.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(ordered.requests[i].state.values, expect.values) << "request " << i;
+        EXPECT_EQ(plain.requests[i].state.values, expect.values) << "request " << i;
         EXPECT_EQ(fallback.requests[i].state.retrieved, walk_alone(*reqs[i].graph, reqs[i].state, i, 128).retrieved);
     }
 }
@@ -311,9 +421,9 @@ TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
     for (std::size_t i = 0; i < reqs.size(); ++i) {
         const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, similar_queries());
         EXPECT_EQ(spec.requests[i].state.retrieved, expect.retrieved) << "request " << i;
-        EXPECT_EQ(spec.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.values, expect.values) << "request " << i;
         EXPECT_EQ(spec.requests[i].state.visits, expect.visits) << "request " << i;
-        EXPECT_EQ(plain.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(plain.requests[i].state.values, expect.values) << "request " << i;
     }
 }
 

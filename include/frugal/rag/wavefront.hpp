@@ -16,12 +16,12 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
-#include "frugal/core/hash.hpp"
 #include "frugal/rag/cluster_order.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/rag/substage.hpp"
@@ -29,52 +29,88 @@
 
 namespace frugal::rag {
 
-/// One request's decode step in a generation batch: the documents it is conditioned on,
-/// its context length, and the text it extends (`*text`, a running hash in simulation).
+/// One request's decode step in a generation batch. Step 0 starts a new generation of
+/// `node` for the request (prefill its prompt from `state` and `docs`); later steps extend
+/// it. A generation ends with the generator's `commit` (kept) or `discard` (a speculative
+/// generation whose documents were not the final ones, 4.3), and the next generation of
+/// the request starts at step 0 again. `context` is the prompt, documents and steps so far
+/// in tokens, as the scheduler estimates it.
 struct generation_slot {
     std::size_t request = 0, step = 0, context = 0;
+    const rag_node* node = nullptr;
+    const rag_state* state = nullptr;
     std::span<const std::uint64_t> docs;
-    std::uint64_t* text = nullptr;
+    bool speculative = false;  ///< conditioned on a partial top-k (4.3): may be discarded
 };
 
-/// One request's share of a retrieval batch: the clusters to search now, in order, and the
-/// top-k heap kept across the request's sub-stages.
+/// One request's share of a retrieval batch: its query (the retriever's own type, from
+/// `query_of`), the clusters to search now, in order, and the top-k heap kept across the
+/// request's sub-stages.
+template <class Query>
 struct retrieval_slot {
     std::size_t request = 0;
-    std::uint64_t query = 0;
+    const Query* query = nullptr;
     std::span<const std::size_t> clusters;
     retrieve::top_k* results = nullptr;
 };
 
-/// The LLM engine as the scheduler drives it: `step(batch)` runs one decode step for every
-/// slot and returns its duration in ms; `step_time(batch, context)` estimates a step for
-/// sub-stage budgeting; `length(state, node)` is the number of steps the node will decode.
+/// The LLM engine as the scheduler drives it, which owns what it generates (text, KV cache)
+/// per request: `step(batch)` runs one decode step for every slot and returns its duration
+/// in ms; `step_time(batch, context)` estimates a step for sub-stage budgeting;
+/// `length(state, node)` is the number of steps the node will decode; `commit(state, node)`
+/// keeps the request's current generation and writes its outputs into the state (what
+/// conditional edges and the next retrieval read); `discard(request)` drops it (frees its KV).
+/// @code
+/// static_assert(frugal::rag::rag_generator<my_engine>);
+/// @endcode
 template <class G>
-concept rag_generator = requires(G& g, const G& cg, std::span<const generation_slot> batch, const rag_state& s,
-                                 const rag_node& n, std::size_t count) {
+concept rag_generator = requires(G& g, const G& cg, std::span<const generation_slot> batch, rag_state& s,
+                                 const rag_state& cs, const rag_node& n, std::size_t count) {
     { g.step(batch) } -> std::convertible_to<double>;
     { cg.step_time(count, count) } -> std::convertible_to<double>;
-    { cg.length(s, n) } -> std::convertible_to<std::size_t>;
+    { cg.length(cs, n) } -> std::convertible_to<std::size_t>;
+    g.commit(s, n);
+    g.discard(count);
 };
 
-/// The vector index as the scheduler drives it: `probe(query)` lists the clusters a query
-/// searches, in order; `cluster_time(c)` estimates the time cluster c adds to a batch;
-/// `search(batch)` searches each slot's clusters into its heap and returns the duration in ms.
-template <class R>
-concept rag_retriever = requires(R& r, const R& cr, std::span<const retrieval_slot> batch, std::uint64_t q,
-                                 std::size_t c) {
-    { cr.probe(q) } -> std::convertible_to<std::vector<std::size_t>>;
-    { cr.cluster_time(c) } -> std::convertible_to<double>;
-    { r.search(batch) } -> std::convertible_to<double>;
+/// A generator that can also write into a state what its unfinished generation has
+/// produced so far, as `commit` would (`preview(state, node)`, the generation going on):
+/// speculative retrieval (4.3) asks the retriever for the query of that previewed state.
+template <class G>
+concept rag_previewing_generator = rag_generator<G> && requires(const G& g, rag_state& s, const rag_node& n) {
+    g.preview(s, n);
 };
 
-/// A retriever that also names its queries and the cluster of each result: the scheduler
-/// then asks it for each retrieval's query (`query_of(state)`, instead of a hash of the
-/// request, round and text) and applies the similarity-aware cluster order of 4.3 with
-/// each request's local cache of previous results (`list_of(id)` locates them).
+/// The query type of retriever R: what its `query_of(state, node)` returns.
 template <class R>
-concept rag_ordered_retriever = rag_retriever<R> && requires(const R& r, const rag_state& s, std::uint64_t id) {
-    { r.query_of(s) } -> std::convertible_to<std::uint64_t>;
+using rag_query_t = std::remove_cvref_t<decltype(std::declval<const R&>().query_of(std::declval<const rag_state&>(),
+                                                                                   std::declval<const rag_node&>()))>;
+
+/// The vector index as the scheduler drives it: `query_of(state, node)` names the query
+/// of the request's retrieval at `node` from its state (the question, the text generated
+/// so far: an embedding, or whatever `probe` takes; compared with == to validate a
+/// speculative retrieval); `probe(query)` lists the clusters it searches, in order;
+/// `cluster_time(c)` estimates the time cluster c adds to a batch; `search(batch)` searches
+/// each slot's clusters into its heap and returns the duration in ms.
+/// @code
+/// static_assert(frugal::rag::rag_retriever<frugal::rag::ivf_retriever<frugal::retrieve::ivf_flat, my_embedder>>);
+/// @endcode
+template <class R>
+concept rag_retriever =
+    requires(const R& cr, const rag_state& s, const rag_node& n) { cr.query_of(s, n); } &&
+    std::copyable<rag_query_t<R>> && std::equality_comparable<rag_query_t<R>> &&
+    requires(R& r, const R& cr, const rag_query_t<R>& q, std::span<const retrieval_slot<rag_query_t<R>>> batch,
+             std::size_t c) {
+        { cr.probe(q) } -> std::convertible_to<std::vector<std::size_t>>;
+        { cr.cluster_time(c) } -> std::convertible_to<double>;
+        { r.search(batch) } -> std::convertible_to<double>;
+    };
+
+/// A retriever that also names the cluster each result came from (`list_of(id)`): the
+/// scheduler then applies the similarity-aware cluster order of 4.3 with each request's
+/// local cache of previous results, and can run speculative retrieval.
+template <class R>
+concept rag_ordered_retriever = rag_retriever<R> && requires(const R& r, std::uint64_t id) {
     { r.list_of(id) } -> std::convertible_to<std::size_t>;
 };
 
@@ -105,14 +141,17 @@ struct rag_schedule_options {
     std::size_t speculate_after = 1;      ///< retrieval sub-stages before speculation may start
     std::size_t doc_tokens = 128;         ///< context tokens per retrieved document
     /// Similarity-aware cluster order (4.3) from each request's local cache of its previous
-    /// retrieval's top `history` results (wavefront only; needs a rag_ordered_retriever).
+    /// retrieval's top `history` results (wavefront only; applied when the retriever is a
+    /// rag_ordered_retriever, which locates the results' clusters).
     bool reorder = true;
     std::size_t history = 20;
     /// Speculative retrieval (4.3): once `speculate_retrieval_at` of a generation's steps are
     /// done and fewer than `speculate_retrieval_below` requests are retrieving (the paper's
-    /// tau T_max for retrieval, 32), the next retrieval starts from the partial text; when
-    /// the generation ends it is kept if its query is the final one, else discarded and re-run
-    /// (its results still guide the cluster order). Wavefront only; needs a rag_ordered_retriever.
+    /// tau T_max for retrieval, 32), the next retrieval starts with the query of the state the
+    /// generator previews from its partial output; when the generation ends it is kept if
+    /// its query equals the final one, else discarded and re-run (its results still guide the
+    /// cluster order). Wavefront only; `schedule_rag` throws when it is asked for and the
+    /// generator is not a rag_previewing_generator or the retriever not a rag_ordered_retriever.
     /// Off by default: it pays only when a partial generation's query is often the final one
     /// (a `query_of` that reads a query the generation emits early, e.g. a sub-question).
     bool speculate_retrieval = false;
@@ -156,6 +195,8 @@ namespace detail {
 
 template <class G, class R>
 class rag_engine {
+    using query_type = rag_query_t<R>;
+
 public:
     rag_engine(std::vector<rag_request> reqs, G& gen, R& ret, const rag_schedule_options& opt)
         : gen_(gen), ret_(ret), opt_(opt) {
@@ -163,6 +204,9 @@ public:
         FRUGAL_CHECK(opt.history > 0, "schedule_rag: history of 0 results");
         FRUGAL_CHECK(opt.speculate_retrieval_at > 0.0 && opt.speculate_retrieval_at < 1.0,
                      "schedule_rag: speculate_retrieval_at ", opt.speculate_retrieval_at, " is outside (0, 1)");
+        FRUGAL_CHECK(!opt.speculate_retrieval || speculative_retrieval,
+                     "schedule_rag: speculate_retrieval needs a generator with preview(state, node) "
+                     "(rag_previewing_generator) and a retriever with list_of(id) (rag_ordered_retriever)");
         live_.resize(reqs.size());
         for (std::size_t i = 0; i < reqs.size(); ++i) {
             FRUGAL_CHECK(reqs[i].graph != nullptr, "schedule_rag: request ", i, " has no workflow");
@@ -211,7 +255,6 @@ private:
         bool active = false, busy = false, speculative = false;
         rag_node_id node = 0;
         std::size_t steps = 0, length = 0;
-        std::uint64_t text0 = 0, text = 0;
         std::vector<std::uint64_t> docs;
     };
     struct ret_part {
@@ -219,7 +262,7 @@ private:
         bool speculative = false, discard = false;  // started from a partial generation; rolled back while busy
         rag_node_id node = 0;
         std::size_t k = 0;  // the node's top-k
-        std::uint64_t query = 0;
+        std::optional<query_type> query;
         std::vector<std::size_t> probe;
         std::size_t next = 0, substages = 0;
         std::optional<retrieve::top_k> found;  // holds max(top_k, history) results when reordering
@@ -241,13 +284,8 @@ private:
     };
 
     static constexpr bool ordered = rag_ordered_retriever<R>;
+    static constexpr bool speculative_retrieval = ordered && rag_previewing_generator<G>;
     [[nodiscard]] bool wavefront() const noexcept { return opt_.policy == rag_policy::wavefront; }
-
-    // The request's next query: the retriever's own when it names queries, else a hash.
-    [[nodiscard]] std::uint64_t query_of(const rag_state& s) const {
-        if constexpr (ordered) return static_cast<std::uint64_t>(ret_.query_of(s));
-        else return hash_combine(hash_combine(s.request, s.retrieved.size()), s.text);
-    }
     // The node's top-k of the (possibly wider) heap.
     [[nodiscard]] static std::vector<std::uint64_t> result_ids(const ret_part& rp) {
         std::vector<std::uint64_t> ids = rp.found->ids();
@@ -303,7 +341,6 @@ private:
         gp.node = id;
         gp.steps = 0;
         gp.length = std::max<std::size_t>(1, gen_.length(l.req.state, n));
-        gp.text0 = gp.text = l.req.state.text;
         if (speculative) gp.docs = result_ids(l.ret);
         else if (!l.req.state.retrieved.empty()) gp.docs = l.req.state.retrieved.back();
         else gp.docs.clear();
@@ -312,7 +349,7 @@ private:
     // Reaching retrieval node `id`: a speculative retrieval of it is validated (same query:
     // it becomes the real one; else it is rolled back), otherwise the retrieval starts.
     void start_retrieval(live& l, rag_node_id id) {
-        const std::uint64_t query = query_of(l.req.state);
+        query_type query = ret_.query_of(l.req.state, l.req.graph->node(id));
         ret_part& rp = l.ret;
         if (rp.active && rp.speculative) {
             FRUGAL_ASSERT(rp.node == id);
@@ -329,10 +366,10 @@ private:
                 return;
             }
         }
-        begin_retrieval(l, id, query, false);
+        begin_retrieval(l, id, std::move(query), false);
     }
 
-    void begin_retrieval(live& l, rag_node_id id, std::uint64_t query, bool speculative) {
+    void begin_retrieval(live& l, rag_node_id id, query_type query, bool speculative) {
         const rag_node& n = l.req.graph->node(id);
         ret_part& rp = l.ret;
         rp.active = true;
@@ -340,8 +377,8 @@ private:
         rp.discard = false;
         rp.node = id;
         rp.k = n.top_k;
-        rp.query = query;
-        rp.probe = ret_.probe(rp.query);
+        rp.query = std::move(query);
+        rp.probe = ret_.probe(*rp.query);
         FRUGAL_CHECK(!rp.probe.empty(), "schedule_rag: the retriever probes no cluster for request ", l.req.state.request);
         const bool reorder = ordered && wavefront() && opt_.reorder;
         if (reorder) rp.probe = l.history->order(rp.probe);
@@ -402,7 +439,8 @@ private:
             for (std::size_t i : batch) {
                 live& l = live_[i];
                 if (l.gen.steps == l.gen.length) continue;
-                slots.push_back({i, l.gen.steps, context(l), l.gen.docs, &l.gen.text});
+                slots.push_back({i, l.gen.steps, context(l), &l.req.graph->node(l.gen.node), &l.req.state, l.gen.docs,
+                                 l.gen.speculative});
             }
             if (slots.empty()) break;
             d += static_cast<double>(gen_.step(std::span<const generation_slot>(slots)));
@@ -420,7 +458,7 @@ private:
             if (ret_ready(live_[i])) batch.push_back(i);
         if (batch.empty()) return;
         const double mb = budget();
-        std::vector<retrieval_slot> slots;
+        std::vector<retrieval_slot<query_type>> slots;
         for (std::size_t i : batch) {
             live& l = live_[i];
             std::size_t end = l.ret.probe.size();
@@ -430,20 +468,20 @@ private:
                 for (std::size_t k = l.ret.next; k < end; ++k) costs.push_back(ret_.cluster_time(l.ret.probe[k]));
                 end = l.ret.next + partition_by_budget(costs, mb).front().second;
             }
-            slots.push_back({i, l.ret.query,
+            slots.push_back({i, &*l.ret.query,
                              std::span<const std::size_t>(l.ret.probe).subspan(l.ret.next, end - l.ret.next),
                              &*l.ret.found});
             l.ret.next = end;
             l.ret.busy = true;
         }
-        const double d = opt_.beta_ms + static_cast<double>(ret_.search(std::span<const retrieval_slot>(slots)));
+        const double d = opt_.beta_ms + static_cast<double>(ret_.search(std::span<const retrieval_slot<query_type>>(slots)));
         cpu_ = {true, now_ + d, std::move(batch)};
         stats_.cpu_busy += d;
         ++stats_.cpu_batches;
     }
 
     void finish_generation(live& l) {
-        l.req.state.text = l.gen.text;
+        gen_.commit(l.req.state, l.req.graph->node(l.gen.node));
         ++l.req.state.visits[l.gen.node];
         l.gen.active = false;
         advance(l, l.gen.node);
@@ -458,8 +496,8 @@ private:
         l.ready_at = now_;
         if (!same) {
             ++stats_.rollbacks;
+            gen_.discard(l.req.state.request);
             l.gen.steps = 0;
-            l.gen.text = l.gen.text0;
             l.gen.docs = l.req.state.retrieved.back();
             return;
         }
@@ -506,7 +544,7 @@ private:
     // Speculative retrieval (4.3) from the partial text of a generation whose plain edge
     // leads to a retrieval node, when the CPU side is under-used.
     void maybe_speculate_retrieval([[maybe_unused]] live& l, [[maybe_unused]] std::size_t& cpu_load) {
-        if constexpr (ordered) {
+        if constexpr (speculative_retrieval) {
             if (!wavefront() || !opt_.speculate_retrieval || !l.gen.active || l.gen.speculative || l.ret.active ||
                 cpu_load >= opt_.speculate_retrieval_below || l.gen.steps >= l.gen.length ||
                 static_cast<double>(l.gen.steps) < opt_.speculate_retrieval_at * static_cast<double>(l.gen.length))
@@ -515,16 +553,12 @@ private:
             if (g.conditional(l.gen.node)) return;
             const rag_node_id to = g.next(l.gen.node, l.req.state);
             if (to == rag_end || g.node(to).kind != rag_node_kind::retrieval) return;
-            // The query the finished generation would send, from the text so far: the state
-            // as it will be when the retrieval node is reached, but with the partial text.
-            rag_state& st = l.req.state;
-            const std::uint64_t text = st.text;
-            st.text = l.gen.text;
+            // The query the finished generation would send, from its output so far: the state
+            // as it will be when the retrieval node is reached, with the previewed output.
+            rag_state st = l.req.state;
+            gen_.preview(st, g.node(l.gen.node));
             ++st.visits[l.gen.node];
-            const std::uint64_t query = query_of(st);
-            st.text = text;
-            if (--st.visits[l.gen.node] == 0) st.visits.erase(l.gen.node);
-            begin_retrieval(l, to, query, true);
+            begin_retrieval(l, to, ret_.query_of(st, g.node(to)), true);
             ++cpu_load;
             ++stats_.retrieval_speculations;
         }
@@ -540,7 +574,7 @@ private:
             l.ret.busy = false;
             ++l.ret.substages;
             if (l.ret.discard) {  // a speculative retrieval rolled back while on the CPU
-                begin_retrieval(l, l.ret.node, query_of(l.req.state), false);
+                begin_retrieval(l, l.ret.node, ret_.query_of(l.req.state, l.req.graph->node(l.ret.node)), false);
                 continue;
             }
             if (l.ret.speculative) continue;  // validated when its generation ends

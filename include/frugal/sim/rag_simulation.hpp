@@ -5,6 +5,7 @@
 /// size) and produce deterministic pseudo-results, and seeded Poisson request streams.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -23,8 +24,12 @@ namespace frugal::sim {
 /// HedraRAG's setting): a fixed cost for streaming the weights (16 GB at ~2.7 TB/s ~ 6 ms),
 /// a per-sequence cost (sampling, per-token GEMV rows), and a per-context-token cost for
 /// reading the KV cache (128 KB per token with GQA ~ 5e-5 ms). A batch of B sequences pays
-/// the weights once, so per-request decode cost falls with batch size. The text hash mixes
-/// the step and the documents, so a generation conditioned on other documents differs.
+/// the weights once, so per-request decode cost falls with batch size.
+/// What it "generates" is a running hash per request that mixes every step and the
+/// documents it was conditioned on (so a generation over other documents differs), kept
+/// here as an engine keeps its text: a generation's steps extend a pending hash, `commit`
+/// makes it the request's text and writes it into the state as the value "text" (what
+/// simulated_retriever::query_of reads), `discard` drops it.
 /// @code
 /// frugal::sim::simulated_generator gen{.fixed_ms = 6.0};
 /// double ms = gen.step_time(32, 32 * 1000);  // ~9.2 ms
@@ -41,7 +46,7 @@ struct simulated_generator {
                per_context_token_ms * static_cast<double>(total_context);
     }
     [[nodiscard]] std::size_t length(const rag::rag_state& s, const rag::rag_node& n) const {
-        const std::uint64_t h = hash_combine(hash_combine(s.request, s.text), n.tokens);
+        const std::uint64_t h = hash_combine(hash_combine(s.request, text_of(s.request)), n.tokens);
         const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
         const double f = 1.0 - length_jitter + 2.0 * length_jitter * u;
         return std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(static_cast<double>(n.tokens) * f)));
@@ -49,15 +54,40 @@ struct simulated_generator {
     double step(std::span<const rag::generation_slot> batch) {
         std::size_t ctx = 0;
         for (const auto& s : batch) {
-            std::uint64_t h = hash_combine(*s.text, s.step);
+            text& t = text_for(s.request);
+            std::uint64_t h = hash_combine(s.step == 0 ? t.kept : t.pending, s.step);
             for (std::uint64_t d : s.docs) h = hash_combine(h, d);
-            *s.text = h;
+            t.pending = h;
             ctx += s.context;
         }
         return step_time(batch.size(), ctx);
     }
+    void commit(rag::rag_state& s, const rag::rag_node&) {
+        text& t = text_for(s.request);
+        t.kept = t.pending;
+        s.values["text"] = std::bit_cast<std::int64_t>(t.kept);
+    }
+    void discard(std::size_t request) { text_for(request).pending = text_for(request).kept; }
+    /// Writes the unfinished generation's hash as "text", as commit would (speculative retrieval).
+    void preview(rag::rag_state& s, const rag::rag_node&) const {
+        s.values["text"] = std::bit_cast<std::int64_t>(s.request < texts_.size() ? texts_[s.request].pending : 0);
+    }
+    /// The request's text: the hash of every generation kept so far (0 before the first).
+    [[nodiscard]] std::uint64_t text_of(std::size_t request) const noexcept {
+        return request < texts_.size() ? texts_[request].kept : 0;
+    }
+
+private:
+    struct text {
+        std::uint64_t kept = 0, pending = 0;
+    };
+    text& text_for(std::size_t request) {
+        if (request >= texts_.size()) texts_.resize(request + 1);
+        return texts_[request];
+    }
+    std::vector<text> texts_;  // by request id
 };
-static_assert(rag::rag_generator<simulated_generator>);
+static_assert(rag::rag_previewing_generator<simulated_generator>);
 
 /// Search cost model of a CPU IVF-Flat index (defaults: HedraRAG's IVF4096 over 38 M
 /// Wikipedia passages of 1024-d e5 embeddings, nprobe 256): list sizes log-normal around
@@ -104,10 +134,11 @@ public:
     [[nodiscard]] std::span<const std::size_t> list_sizes() const noexcept { return sizes_; }
 
     /// The query of a request's next retrieval: a hash of the request, the retrieval's round
-    /// and the text so far (mod `query_buckets` when set); with `request_similarity` > 0 its
-    /// top 16 bits are the request's topic.
-    [[nodiscard]] std::uint64_t query_of(const rag::rag_state& s) const {
-        const std::uint64_t text = c_.query_buckets == 0 ? s.text : s.text % c_.query_buckets;
+    /// and the text so far (simulated_generator's value "text", mod `query_buckets` when set);
+    /// with `request_similarity` > 0 its top 16 bits are the request's topic.
+    [[nodiscard]] std::uint64_t query_of(const rag::rag_state& s, const rag::rag_node&) const {
+        const auto full = std::bit_cast<std::uint64_t>(s.get("text"));
+        const std::uint64_t text = c_.query_buckets == 0 ? full : full % c_.query_buckets;
         const std::uint64_t q = hash_combine(hash_combine(s.request, s.retrieved.size()), text);
         if (c_.request_similarity == 0.0) return q;
         return (hash_combine(s.request, c_.seed) & 0xffff000000000000ULL) | (q >> 16);
@@ -127,7 +158,7 @@ public:
     [[nodiscard]] double cluster_time(std::size_t c) const {
         return scan_ms(c) / static_cast<double>(c_.threads);
     }
-    double search(std::span<const rag::retrieval_slot> batch) {
+    double search(std::span<const rag::retrieval_slot<std::uint64_t>> batch) {
         double work = 0.0;
         std::size_t scans = 0;
         for (const auto& s : batch)
@@ -135,9 +166,9 @@ public:
                 FRUGAL_CHECK_AS(frugal::out_of_range, c < c_.lists, "simulated_retriever: cluster ", c, " >= ", c_.lists);
                 work += scan_ms(c);
                 ++scans;
-                const double base = centroid_distance(s.query, c);
+                const double base = centroid_distance(*s.query, c);
                 for (std::size_t j = 0; j < c_.candidates_per_cluster; ++j)
-                    s.results->offer(static_cast<float>(base + 0.5 * candidate_offset(s.query, c, j)), c * 1000003ULL + j);
+                    s.results->offer(static_cast<float>(base + 0.5 * candidate_offset(*s.query, c, j)), c * 1000003ULL + j);
             }
         return scans == 0 ? 0.0
                           : c_.call_overhead_ms + work / static_cast<double>(std::min(c_.threads, scans));
