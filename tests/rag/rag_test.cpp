@@ -1,8 +1,10 @@
 // Tests of the RAG workflow graph, the wavefront scheduler in simulation mode, and the
 // retrieval module (one translation unit to keep CI compile time low).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -12,10 +14,12 @@
 #include "minimal_backend.hpp"
 #if FRUGAL_TEST_RAG_EIGEN
 #include "frugal/backend/eigen/eigen_backend.hpp"
+#include "frugal/backend/eigen/similarity_scan.hpp"
 #endif
 
 #include "frugal/rag/cluster_order.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/retrieve/similarity_index.hpp"
 #include "frugal/rag/tiered_ivf.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/sim/rag_simulation.hpp"
@@ -467,6 +471,11 @@ TEST(TopK, MergeKeepsTheBestOfBoth) {
     std::sort(all.begin(), all.end());
     all.resize(6);
     EXPECT_EQ(a.sorted(), all);
+    a.clear();
+    EXPECT_EQ(a.size(), 0u);
+    EXPECT_EQ(a.k(), 6u);
+    a.offer(2.0f, 9);
+    EXPECT_EQ(a.ids(), std::vector<std::uint64_t>{9});
 }
 
 std::vector<float> gaussian_mixture(std::size_t n, std::size_t dim, std::size_t topics, std::uint64_t seed) {
@@ -550,22 +559,92 @@ void expect_gemm_training_is_kmeans(Backend backend) {
     }
 }
 
-TEST(IvfFlat, GemmKMeansOnAUserBackend) { expect_gemm_training_is_kmeans(example::minimal_backend{}); }
+// The flat similarity index against a double-precision brute force over the stored slots
+// (no near-ties in random data at this size), through erasures and overwrites.
+template <class Index>
+void expect_flat_index_is_brute_force() {
+    const std::size_t dim = 12;
+    std::mt19937_64 rng(21);
+    std::normal_distribution<float> z;
+    auto draw = [&] {
+        std::vector<float> v(dim);
+        for (auto& x : v) x = z(rng);
+        return v;
+    };
+    Index index(dim);
+    EXPECT_FALSE(index.nearest(draw()).has_value());
+    std::map<std::size_t, std::vector<float>> stored;
+    for (std::size_t op = 0; op < 300; ++op) {
+        const std::size_t slot = rng() % 40;
+        if (stored.contains(slot) && rng() % 3 == 0) {
+            index.erase(slot);
+            stored.erase(slot);
+        } else {
+            stored[slot] = draw();
+            index.store(slot, stored[slot]);
+        }
+        const auto q = draw();
+        const auto got = index.nearest(q);
+        ASSERT_EQ(got.has_value(), !stored.empty());
+        if (!got) continue;
+        double best = -1e300;
+        std::size_t best_slot = 0;
+        for (const auto& [s, v] : stored) {
+            double ip = 0.0;
+            for (std::size_t d = 0; d < dim; ++d) ip += double(v[d]) * q[d];
+            if (ip > best) best = ip, best_slot = s;
+        }
+        EXPECT_EQ(got->slot, best_slot) << "op " << op;
+        EXPECT_NEAR(got->similarity, best, 1e-4 * (1.0 + std::abs(best)));
+    }
+    std::vector<float> bad(dim, 0.0f);
+    bad[3] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_NE(error_of([&] { index.store(0, bad); }).find("non-finite value nan at 3"), std::string::npos);
+    EXPECT_THROW(index.erase(99), frugal::out_of_range);
+}
 
-#if FRUGAL_TEST_RAG_EIGEN
-TEST(IvfFlat, GemmKMeansOnEigen) { expect_gemm_training_is_kmeans(frugal::eigen::backend{}); }
-#endif
+TEST(FlatSimilarityIndex, NearestIsTheBruteForceArgmax) {
+    expect_flat_index_is_brute_force<frugal::retrieve::flat_similarity_index<>>();
+}
 
-TEST(IvfFlat, FullProbeEqualsBruteForce) {
+TEST(IvfFlat, RejectsNonFiniteInput) {
+    const auto data = gaussian_mixture(100, 4, 2, 3);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, 4, 4, 2, 1);
+    std::vector<float> q(4, 0.0f);
+    q[1] = std::numeric_limits<float>::infinity();
+    EXPECT_NE(error_of([&] { (void)ix.probe(q, 2); }).find("non-finite query value inf at 1"), std::string::npos);
+    auto broken = data;
+    broken[9] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_NE(error_of([&] { (void)frugal::retrieve::ivf_flat::train(broken, 4, 4, 2, 1); }).find("at row 2"),
+              std::string::npos);
+    frugal::retrieve::top_k heap(3);
+    const std::vector<std::size_t> missing{4};
+    EXPECT_THROW(ix.search_lists(std::vector<float>(4, 0.0f), missing, heap), frugal::out_of_range);
+}
+
+template <class Index>
+void expect_full_probe_is_brute_force() {
     const std::size_t dim = 8;
     const auto data = gaussian_mixture(500, dim, 5, 4);
-    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 10, 6, 2);
+    const auto ix = Index::train(data, dim, 10, 6, 2);
     const auto queries = gaussian_mixture(20, dim, 5, 99);
     for (std::size_t q = 0; q < 20; ++q) {
         const std::span<const float> query(queries.data() + q * dim, dim);
         EXPECT_EQ(ix.search(query, 7, ix.lists()), brute_force(data, dim, query, 7)) << "query " << q;
     }
 }
+
+TEST(IvfFlat, GemmKMeansOnAUserBackend) { expect_gemm_training_is_kmeans(example::minimal_backend{}); }
+
+#if FRUGAL_TEST_RAG_EIGEN
+TEST(IvfFlat, GemmKMeansOnEigen) { expect_gemm_training_is_kmeans(frugal::eigen::backend{}); }
+
+TEST(FlatSimilarityIndex, EigenScanIsTheBruteForceArgmax) { expect_flat_index_is_brute_force<frugal::eigen::flat_similarity_index>(); }
+
+TEST(IvfFlat, EigenScansEqualBruteForceAtFullProbe) { expect_full_probe_is_brute_force<frugal::eigen::ivf_flat>(); }
+#endif
+
+TEST(IvfFlat, FullProbeEqualsBruteForce) { expect_full_probe_is_brute_force<frugal::retrieve::ivf_flat>(); }
 
 TEST(IvfFlat, ResumableSearchEqualsOneShot) {
     const std::size_t dim = 8;

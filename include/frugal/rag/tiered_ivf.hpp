@@ -13,10 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "frugal/rag/hot_set.hpp"
 #include "frugal/core/error.hpp"
-#include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/rag/hot_set.hpp"
 #include "frugal/retrieve/top_k.hpp"
+#include "frugal/retrieve/vector_index.hpp"
 
 namespace frugal::rag {
 

@@ -23,9 +23,9 @@
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/rag/cluster_order.hpp"
-#include "frugal/retrieve/top_k.hpp"
 #include "frugal/rag/substage.hpp"
 #include "frugal/rag/workflow.hpp"
+#include "frugal/retrieve/top_k.hpp"
 
 namespace frugal::rag {
 

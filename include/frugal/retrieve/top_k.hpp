@@ -1,13 +1,16 @@
 #pragma once
 /// @file
-/// top_k: the bounded max-heap of (distance, id) candidates that a search keeps across
-/// clusters, so a search can stop after any cluster and resume later (hedrarag.txt 4.2-4.3).
+/// top_k: the bounded max-heap of (distance, id) candidates that every search in
+/// frugal::retrieve keeps (the flat index's best slot, ivf_flat's probe and list scans, the
+/// k-means assignment), and that an IVF search keeps across clusters so it can stop after
+/// any cluster and resume later (hedrarag.txt 4.2-4.3).
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -51,12 +54,17 @@ public:
         for (const entry& e : other.heap_) offer(e.first, e.second);
     }
 
+    /// Forgets every candidate (k stays; the storage is kept for reuse).
+    void clear() noexcept { heap_.clear(); }
+
     [[nodiscard]] std::size_t k() const noexcept { return k_; }
     [[nodiscard]] std::size_t size() const noexcept { return heap_.size(); }
     /// The current k-th distance (+inf while fewer than k candidates were kept).
     [[nodiscard]] float worst() const noexcept {
         return heap_.size() < k_ ? std::numeric_limits<float>::infinity() : heap_.front().first;
     }
+    /// The candidates in heap order (the worst first; for k = 1, the best).
+    [[nodiscard]] std::span<const entry> unordered() const noexcept { return heap_; }
     /// The candidates, nearest first.
     [[nodiscard]] std::vector<entry> sorted() const {
         std::vector<entry> out = heap_;

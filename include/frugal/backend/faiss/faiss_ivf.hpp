@@ -19,8 +19,8 @@
 #include <faiss/utils/distances.h>
 
 #include "frugal/core/error.hpp"
-#include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/top_k.hpp"
+#include "frugal/retrieve/vector_index.hpp"
 
 namespace frugal::faiss {
 
