@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/retrieve/distance.hpp"
@@ -44,9 +45,12 @@ public:
         for (std::size_t i = 0; i < v.size(); ++i)
             FRUGAL_CHECK(std::isfinite(v[i]), "flat_similarity_index::store: non-finite value ", v[i], " at ", i);
         if (slot >= used_.size()) {
-            used_.resize(slot + 1, false);
-            data_.resize(used_.size() * dim_, 0.0f);
-            scores_.resize(used_.size());
+            const std::size_t floats = checked_mul(checked_add(slot, std::size_t{1}, "slot + 1"), dim_, "slots x dim");
+            FRUGAL_CHECK(floats <= data_.max_size(), "flat_similarity_index::store: slot ", slot, " needs ", floats,
+                         " floats, more than a vector holds");
+            data_.resize(floats, 0.0f);
+            scores_.resize(slot + 1);
+            used_.resize(slot + 1, false);  // last: its size is the row count the other two cover
         }
         std::copy(v.begin(), v.end(), data_.begin() + static_cast<std::ptrdiff_t>(slot * dim_));
         used_[slot] = true;
