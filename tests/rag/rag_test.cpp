@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "minimal_backend.hpp"
+#include "rag_oracle.hpp"
 #if FRUGAL_TEST_RAG_EIGEN
 #include "frugal/backend/eigen/eigen_backend.hpp"
 #include "frugal/backend/eigen/similarity_scan.hpp"
@@ -150,39 +151,7 @@ TEST(RagGraph, ConditionalEdgeMustChooseADeclaredTarget) {
     EXPECT_NE(error_of([&] { (void)g.next(0, s); }).find("not among its declared targets"), std::string::npos);
 }
 
-// An independent oracle: one request walked through its graph alone, node by node, with
-// whole-stage generation and a full search over the probe list.
-frugal::rag::rag_state walk_alone(const frugal::rag::rag_graph& g, frugal::rag::rag_state s, std::size_t request, std::size_t doc_tokens,
-                             const frugal::sim::simulated_retriever::config& rc = {}) {
-    frugal::sim::simulated_generator gen;
-    frugal::sim::simulated_retriever ret(rc);
-    s.request = request;
-    frugal::rag::rag_node_id at = rag_start;
-    while (true) {
-        at = g.next(at, s);
-        if (at == rag_end) return s;
-        const frugal::rag::rag_node& n = g.node(at);
-        if (n.kind == frugal::rag::rag_node_kind::user) {
-            n.action(s);
-        } else if (n.kind == frugal::rag::rag_node_kind::generation) {
-            const std::size_t len = gen.length(s, n);
-            std::vector<std::uint64_t> docs = s.retrieved.empty() ? std::vector<std::uint64_t>{} : s.retrieved.back();
-            for (std::size_t step = 0; step < len; ++step) {
-                frugal::rag::generation_slot slot{request, step, n.prompt_tokens + doc_tokens * docs.size() + step, &n, &s, docs};
-                (void)gen.step(std::span<const frugal::rag::generation_slot>(&slot, 1));
-            }
-            gen.commit(s, n);
-        } else {
-            const std::uint64_t q = ret.query_of(s, n);
-            frugal::retrieve::top_k best(n.top_k);
-            const auto probe = ret.probe(q);
-            frugal::rag::retrieval_slot<std::uint64_t> slot{request, &q, probe, &best};
-            (void)ret.search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>>(&slot, 1));
-            s.retrieved.push_back(best.ids());
-        }
-        ++s.visits[at];
-    }
-}
+using frugal::rag::testing::walk_alone;
 
 TEST(RagSchedule, ConditionalRoutingRunsOneRoundPerSubquestion) {
     const auto g = frugal::rag::multistep_workflow(2);
@@ -362,8 +331,8 @@ TEST(RagSchedule, GeneratorSeesEveryGenerationEndInCommitOrDiscard) {
         EXPECT_EQ(r.state.input, reqs[r.state.request].state.input);
     }
     EXPECT_EQ(gen.commits, generations);
-    EXPECT_EQ(gen.discards, run.rollbacks);
-    EXPECT_GT(run.rollbacks, 0u);  // the discard path was exercised
+    EXPECT_LE(gen.discards, run.rollbacks);  // a speculation rolled back before its first step is not the generator's
+    EXPECT_GT(gen.discards, 0u);
     EXPECT_GT(ret.queries, 0u);
     // Speculative retrieval needs a generator that previews its partial output: asking for it
     // without one is an error, not a silent no-op.

@@ -496,7 +496,7 @@ private:
         l.ready_at = now_;
         if (!same) {
             ++stats_.rollbacks;
-            gen_.discard(l.req.state.request);
+            if (l.gen.steps > 0) gen_.discard(l.req.state.request);  // else the generator never saw it
             l.gen.steps = 0;
             l.gen.docs = l.req.state.retrieved.back();
             return;

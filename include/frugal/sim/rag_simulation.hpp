@@ -31,24 +31,37 @@ namespace frugal::sim {
 /// makes it the request's text and writes it into the state as the value "text" (what
 /// simulated_retriever::query_of reads), `discard` drops it.
 /// @code
-/// frugal::sim::simulated_generator gen{.fixed_ms = 6.0};
+/// frugal::sim::simulated_generator gen({.fixed_ms = 6.0});
 /// double ms = gen.step_time(32, 32 * 1000);  // ~9.2 ms
 /// @endcode
-struct simulated_generator {
-    double fixed_ms = 6.0, per_sequence_ms = 0.05, per_context_token_ms = 5e-5;
-    /// Each generation's length is its node's `tokens` times a factor in [1 - jitter, 1 + jitter]
-    /// drawn from a hash of the request and its text so far (not of the documents, so a
-    /// speculative and a validated run of the same node decode the same number of steps).
-    double length_jitter = 0.5;
+class simulated_generator {
+public:
+    struct config {
+        double fixed_ms = 6.0, per_sequence_ms = 0.05, per_context_token_ms = 5e-5;
+        /// Each generation's length is its node's `tokens` times a factor in [1 - jitter, 1 + jitter]
+        /// drawn from a hash of the request and its text so far (not of the documents, so a
+        /// speculative and a validated run of the same node decode the same number of steps).
+        double length_jitter = 0.5;
+    };
+    simulated_generator() : simulated_generator(config{}) {}
+    explicit simulated_generator(const config& c) : c_(c) {
+        FRUGAL_CHECK(std::isfinite(c.fixed_ms) && c.fixed_ms > 0.0 && std::isfinite(c.per_sequence_ms) &&
+                         c.per_sequence_ms >= 0.0 && std::isfinite(c.per_context_token_ms) && c.per_context_token_ms >= 0.0,
+                     "simulated_generator: step costs ", c.fixed_ms, ", ", c.per_sequence_ms, ", ",
+                     c.per_context_token_ms, " ms (fixed > 0, the others >= 0)");
+        FRUGAL_CHECK(c.length_jitter >= 0.0 && c.length_jitter <= 1.0, "simulated_generator: length_jitter ",
+                     c.length_jitter, " is outside [0, 1]");
+    }
+    [[nodiscard]] const config& settings() const noexcept { return c_; }
 
     [[nodiscard]] double step_time(std::size_t batch, std::size_t total_context) const {
-        return fixed_ms + per_sequence_ms * static_cast<double>(batch) +
-               per_context_token_ms * static_cast<double>(total_context);
+        return c_.fixed_ms + c_.per_sequence_ms * static_cast<double>(batch) +
+               c_.per_context_token_ms * static_cast<double>(total_context);
     }
     [[nodiscard]] std::size_t length(const rag::rag_state& s, const rag::rag_node& n) const {
         const std::uint64_t h = hash_combine(hash_combine(s.request, text_of(s.request)), n.tokens);
         const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
-        const double f = 1.0 - length_jitter + 2.0 * length_jitter * u;
+        const double f = 1.0 - c_.length_jitter + 2.0 * c_.length_jitter * u;
         return std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(static_cast<double>(n.tokens) * f)));
     }
     double step(std::span<const rag::generation_slot> batch) {
@@ -85,6 +98,7 @@ private:
         if (request >= texts_.size()) texts_.resize(request + 1);
         return texts_[request];
     }
+    config c_;
     std::vector<text> texts_;  // by request id
 };
 static_assert(rag::rag_previewing_generator<simulated_generator>);

@@ -1,0 +1,150 @@
+// The wavefront scheduler against the one-request oracle: random workflows (chains of
+// generation, retrieval and user nodes with conditional loops), random arrivals, random
+// policies and options (sub-stages, speculative generation and retrieval, similarity-aware
+// order) on small simulated models. Every request must end in the state it reaches when it
+// runs alone, and the generator must see every generation end in exactly one commit or
+// (speculative only) discard.
+#include <frugal/rag/wavefront.hpp>
+#include <frugal/rag/workflow.hpp>
+#include <frugal/sim/rag_simulation.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../rag/rag_oracle.hpp"
+#include "fuzz.hpp"
+
+namespace {
+
+namespace rag = frugal::rag;
+using frugal::fuzz::input;
+
+std::size_t byte(input& in, std::size_t bound) { return in.take<std::uint8_t>() % bound; }
+
+// A chain START -> 0 -> ... -> m-1 -> END; node j may loop back to an earlier node while it
+// has been visited fewer than the state's "loops j" times (so every request terminates).
+rag::rag_graph random_graph(input& in) {
+    rag::rag_graph g;
+    const std::size_t m = 1 + byte(in, 5);
+    for (std::size_t j = 0; j < m; ++j) {
+        switch (byte(in, 3)) {
+            case 0: g.add_generation(j, "gen", 1 + byte(in, 8), byte(in, 64)); break;
+            case 1: g.add_retrieval(j, "ret", 1 + byte(in, 4)); break;
+            default:
+                g.add_user(j, "user", [j](rag::rag_state& s) { ++s.values["user " + std::to_string(j)]; });
+        }
+    }
+    g.add_edge(rag::rag_start, 0);
+    for (std::size_t j = 0; j < m; ++j) {
+        const rag::rag_node_id next = j + 1 == m ? rag::rag_end : j + 1;
+        if (byte(in, 3) != 0) {
+            g.add_edge(j, next);
+            continue;
+        }
+        const rag::rag_node_id back = byte(in, j + 1);
+        const std::string key = "loops " + std::to_string(j);
+        g.add_edge(
+            j, [j, back, next, key](const rag::rag_state& s) {
+                return static_cast<std::int64_t>(s.visited(j)) < s.get(key) ? back : next;
+            },
+            {back, next});
+    }
+    g.validate();
+    return g;
+}
+
+// The simulated generator, checking the commit/discard contract per request.
+struct checked_generator {
+    frugal::sim::simulated_generator inner;
+    struct open_generation {
+        bool open = false, speculative = false;
+        std::size_t next_step = 0;
+    };
+    std::map<std::size_t, open_generation> gens;
+    std::size_t discards = 0;
+
+    double step(std::span<const rag::generation_slot> batch) {
+        for (const auto& s : batch) {
+            open_generation& g = gens[s.request];
+            if (s.step == 0) {
+                FRUGAL_FUZZ_CHECK(!g.open, "request %zu started a generation before ending the last", s.request);
+                g = {true, s.speculative, 0};
+            }
+            FRUGAL_FUZZ_CHECK(g.open && s.step == g.next_step++, "request %zu step %zu out of order", s.request, s.step);
+        }
+        return inner.step(batch);
+    }
+    double step_time(std::size_t b, std::size_t c) const { return inner.step_time(b, c); }
+    std::size_t length(const rag::rag_state& s, const rag::rag_node& n) const { return inner.length(s, n); }
+    void commit(rag::rag_state& s, const rag::rag_node& n) {
+        open_generation& g = gens[s.request];
+        FRUGAL_FUZZ_CHECK(g.open && g.next_step == std::max<std::size_t>(1, inner.length(s, n)),
+                          "request %zu committed after %zu steps", s.request, g.next_step);
+        g.open = false;
+        inner.commit(s, n);
+    }
+    void discard(std::size_t request) {
+        open_generation& g = gens[request];
+        FRUGAL_FUZZ_CHECK(g.open && g.speculative, "request %zu discarded a non-speculative generation", request);
+        g.open = false;
+        ++discards;
+        inner.discard(request);
+    }
+    void preview(rag::rag_state& s, const rag::rag_node& n) const { inner.preview(s, n); }
+};
+static_assert(rag::rag_previewing_generator<checked_generator>);
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    input in(data, size);
+    const std::vector<rag::rag_graph> graphs{random_graph(in), random_graph(in)};
+    frugal::sim::simulated_retriever::config rc;
+    rc.lists = 4 + byte(in, 60);
+    rc.nprobe = 1 + byte(in, rc.lists);
+    rc.mean_list_size = 1 + byte(in, 200);
+    rc.candidates_per_cluster = 1 + byte(in, 4);
+    rc.threads = 1 + byte(in, 8);
+    rc.request_similarity = byte(in, 3) * 0.45;
+    rc.query_buckets = byte(in, 4);
+    rag::rag_schedule_options opt;
+    opt.policy = static_cast<rag::rag_policy>(byte(in, 3));
+    opt.speculate = byte(in, 2) == 0;
+    opt.beta_ms = 0.05 + static_cast<double>(byte(in, 40)) / 10.0;
+    opt.speculate_below = byte(in, 20);
+    opt.speculate_after = 1 + byte(in, 3);
+    opt.doc_tokens = byte(in, 200);
+    opt.reorder = byte(in, 2) == 0;
+    opt.history = 1 + byte(in, 25);
+    opt.speculate_retrieval = byte(in, 2) == 0;
+    opt.speculate_retrieval_at = (1.0 + static_cast<double>(byte(in, 9))) / 10.0;
+    opt.speculate_retrieval_below = byte(in, 40);
+    std::vector<rag::rag_request> reqs(1 + byte(in, 12));
+    for (auto& r : reqs) {
+        r.arrival = static_cast<double>(byte(in, 255)) * 2.0;
+        r.graph = &graphs[byte(in, 2)];
+        for (std::size_t j = 0; j < 5; ++j) r.state.values["loops " + std::to_string(j)] = static_cast<std::int64_t>(byte(in, 4));
+    }
+    const frugal::sim::simulated_generator::config gc{.fixed_ms = 0.5 + static_cast<double>(byte(in, 20)),
+                                                      .length_jitter = static_cast<double>(byte(in, 10)) / 10.0};
+    checked_generator gen{frugal::sim::simulated_generator(gc), {}, 0};
+    frugal::sim::simulated_retriever ret(rc);
+    const auto run = rag::schedule_rag(reqs, gen, ret, opt);
+    FRUGAL_FUZZ_CHECK(run.requests.size() == reqs.size(), "%zu outcomes for %zu requests", run.requests.size(), reqs.size());
+    FRUGAL_FUZZ_CHECK(gen.discards <= run.rollbacks && run.rollbacks <= run.speculations &&
+                          run.retrieval_rollbacks <= run.retrieval_speculations,
+                      "counters: %zu discards, %zu rollbacks of %zu speculations", gen.discards, run.rollbacks,
+                      run.speculations);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        const auto& got = run.requests[i];
+        const auto want = rag::testing::walk_alone(*reqs[i].graph, reqs[i].state, i, opt.doc_tokens, rc, gc);
+        FRUGAL_FUZZ_CHECK(got.state.values == want.values && got.state.retrieved == want.retrieved &&
+                              got.state.visits == want.visits,
+                          "request %zu (policy %d) ends in another state than alone", i, static_cast<int>(opt.policy));
+        FRUGAL_FUZZ_CHECK(got.finish >= got.arrival && !gen.gens[i].open, "request %zu", i);
+    }
+    return 0;
+}
