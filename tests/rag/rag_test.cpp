@@ -76,6 +76,17 @@ struct uncommitted_generator {
     std::size_t length(const frugal::rag::rag_state&, const frugal::rag::rag_node&) const { return 1; }
 };
 static_assert(!frugal::rag::rag_generator<uncommitted_generator>);
+// A generator that cannot preview its partial output: no speculative retrieval.
+struct no_preview_generator {
+    frugal::sim::simulated_generator inner;
+    double step(std::span<const frugal::rag::generation_slot> b) { return inner.step(b); }
+    double step_time(std::size_t b, std::size_t c) const { return inner.step_time(b, c); }
+    std::size_t length(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const { return inner.length(s, n); }
+    void commit(frugal::rag::rag_state& s, const frugal::rag::rag_node& n) { inner.commit(s, n); }
+    void discard(std::size_t request) { inner.discard(request); }
+};
+static_assert(frugal::rag::rag_generator<no_preview_generator>);
+static_assert(!frugal::rag::rag_previewing_generator<no_preview_generator>);
 static_assert(frugal::retrieve::ivf_index<frugal::retrieve::ivf_flat>);
 static_assert(!frugal::retrieve::ivf_index<frugal::sim::simulated_retriever>);
 
@@ -252,54 +263,9 @@ TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
     }
 }
 
-// The engine-facing contract, checked by a state machine per request: a generation starts at
-// step 0, runs its steps in order, and ends with exactly one commit (the node's generation was
-// kept) or discard (only ever a speculative one) before the request's next generation starts;
-// every commit is followed by the scheduler counting the node's visit. The retriever sees the
-// request's question in every query it names.
-struct contract_generator {
-    frugal::sim::simulated_generator inner;
-    struct open_generation {
-        bool open = false, speculative = false;
-        std::size_t next_step = 0;
-        const frugal::rag::rag_node* node = nullptr;
-    };
-    std::map<std::size_t, open_generation> gens;
-    std::size_t commits = 0, discards = 0;
-
-    double step(std::span<const frugal::rag::generation_slot> batch) {
-        for (const auto& s : batch) {
-            open_generation& g = gens[s.request];
-            if (s.step == 0) {
-                EXPECT_FALSE(g.open) << "request " << s.request << " started a generation before ending the last";
-                g = {true, s.speculative, 0, s.node};
-            }
-            EXPECT_TRUE(g.open && s.step == g.next_step && s.node == g.node) << "request " << s.request;
-            EXPECT_EQ(s.state->request, s.request);
-            ++g.next_step;
-        }
-        return inner.step(batch);
-    }
-    double step_time(std::size_t b, std::size_t c) const { return inner.step_time(b, c); }
-    std::size_t length(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const { return inner.length(s, n); }
-    void commit(frugal::rag::rag_state& s, const frugal::rag::rag_node& n) {
-        open_generation& g = gens[s.request];
-        EXPECT_TRUE(g.open && g.node == &n && g.next_step == inner.length(s, n)) << "request " << s.request;
-        g.open = false;
-        ++commits;
-        inner.commit(s, n);
-    }
-    void discard(std::size_t request) {
-        open_generation& g = gens[request];
-        EXPECT_TRUE(g.open && g.speculative) << "request " << request << " discarded a non-speculative generation";
-        g.open = false;
-        ++discards;
-        inner.discard(request);
-    }
-};
-static_assert(frugal::rag::rag_generator<contract_generator>);
-static_assert(!frugal::rag::rag_previewing_generator<contract_generator>);
-
+// The engine-facing contract (rag_oracle.hpp's contract_generator): every generation ends in
+// one commit or, speculative only, one discard. The retriever sees the request's question in
+// every query it names.
 struct question_checking_retriever {
     frugal::sim::simulated_retriever inner;
     std::size_t queries = 0;
@@ -320,24 +286,25 @@ TEST(RagSchedule, GeneratorSeesEveryGenerationEndInCommitOrDiscard) {
     const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
     auto reqs = mixed_requests(one, hyde, multi, 4.0, 60);
     for (std::size_t i = 0; i < reqs.size(); ++i) reqs[i].state.input = "question " + std::to_string(i);
-    contract_generator gen;
+    frugal::rag::testing::contract_generator gen;
     question_checking_retriever ret;
     const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront});
+    EXPECT_EQ(gen.breaches(), std::vector<std::string>{});
     std::size_t generations = 0;
     for (const auto& r : run.requests) {
-        EXPECT_FALSE(gen.gens[r.state.request].open) << "request " << r.state.request << " left a generation open";
         for (const auto& [node, visits] : r.state.visits)
             if (reqs[r.state.request].graph->node(node).kind == frugal::rag::rag_node_kind::generation) generations += visits;
         EXPECT_EQ(r.state.input, reqs[r.state.request].state.input);
     }
-    EXPECT_EQ(gen.commits, generations);
-    EXPECT_LE(gen.discards, run.rollbacks);  // a speculation rolled back before its first step is not the generator's
-    EXPECT_GT(gen.discards, 0u);
+    EXPECT_EQ(gen.commits(), generations);
+    EXPECT_LE(gen.discards(), run.rollbacks);  // a speculation rolled back before its first step is not the generator's
+    EXPECT_GT(gen.discards(), 0u);
     EXPECT_GT(ret.queries, 0u);
     // Speculative retrieval needs a generator that previews its partial output: asking for it
     // without one is an error, not a silent no-op.
+    no_preview_generator plain;
     const std::string msg = error_of([&] {
-        (void)frugal::rag::schedule_rag(reqs, gen, ret, {.speculate_retrieval = true});
+        (void)frugal::rag::schedule_rag(reqs, plain, ret, {.speculate_retrieval = true});
     });
     EXPECT_NE(msg.find("speculate_retrieval needs a generator with preview(state, node)"), std::string::npos) << msg;
 }
