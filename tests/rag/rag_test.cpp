@@ -19,6 +19,7 @@
 #endif
 
 #include "frugal/rag/cluster_order.hpp"
+#include "frugal/rag/ivf_retriever.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/similarity_index.hpp"
 #include "frugal/rag/tiered_ivf.hpp"
@@ -599,6 +600,63 @@ TEST(IvfFlat, ResumableSearchEqualsOneShot) {
     }
     EXPECT_THROW((void)ix.probe(std::vector<float>(3), 2), frugal::invalid_argument);
     EXPECT_THROW((void)ix.search(std::span<const float>(queries.data(), dim), 5, 17), frugal::invalid_argument);
+}
+
+// An ivf_index that cannot locate rows (FAISS keeps no id-to-list map): still a retriever,
+// searched in probe order.
+struct unlocated_index {
+    const frugal::retrieve::ivf_flat* ix;
+    std::size_t lists() const { return ix->lists(); }
+    std::size_t list_size(std::size_t c) const { return ix->list_size(c); }
+    std::vector<std::size_t> probe(std::span<const float> q, std::size_t n) const { return ix->probe(q, n); }
+    void search_lists(std::span<const float> q, std::span<const std::size_t> l, frugal::retrieve::top_k& h) const {
+        ix->search_lists(q, l, h);
+    }
+};
+static_assert(frugal::retrieve::ivf_index<unlocated_index>);
+
+TEST(IvfRetriever, EveryPolicyRetrievesWhatTheIndexFindsForTheQuestion) {
+    // One-shot and Multistep requests over real vectors: each question is a point of the
+    // data's mixture, its embedding a table lookup. Whatever the policy, sub-stages, order or
+    // speculation, every retrieval returns the index's one-shot top-k for that query.
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(600, dim, 6, 31);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 16, 6, 2);
+    const auto points = gaussian_mixture(40, dim, 6, 32);
+    std::map<std::string, std::vector<float>, std::less<>> questions;
+    const auto one = frugal::rag::one_shot_workflow(4), multi = frugal::rag::multistep_workflow(3);
+    auto reqs = mixed_requests(one, one, multi, 20.0, 40);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        reqs[i].state.input = "question " + std::to_string(i);
+        questions[reqs[i].state.input].assign(points.begin() + static_cast<std::ptrdiff_t>(i * dim),
+                                              points.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
+    }
+    const auto embed = [&](const frugal::rag::rag_state& s, const frugal::rag::rag_node&) { return questions.at(s.input); };
+    static_assert(frugal::rag::rag_ordered_retriever<frugal::rag::ivf_retriever<frugal::retrieve::ivf_flat, decltype(embed)>>);
+    static_assert(frugal::rag::rag_retriever<frugal::rag::ivf_retriever<unlocated_index, decltype(embed)>>);
+    static_assert(!frugal::rag::rag_ordered_retriever<frugal::rag::ivf_retriever<unlocated_index, decltype(embed)>>);
+    const unlocated_index plain{&ix};
+    for (auto policy : {frugal::rag::rag_policy::sequential, frugal::rag::rag_policy::wavefront})
+        for (bool measure : {false, true}) {
+            frugal::sim::simulated_generator gen;
+            frugal::rag::ivf_retriever ret(ix, embed, {.nprobe = 5, .measure = measure});
+            frugal::rag::ivf_retriever unordered(plain, embed, {.nprobe = 5, .measure = measure});
+            const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = policy});
+            frugal::sim::simulated_generator gen2;
+            const auto run2 = frugal::rag::schedule_rag(reqs, gen2, unordered, {.policy = policy});
+            for (std::size_t i = 0; i < reqs.size(); ++i) {
+                const auto& q = questions.at(reqs[i].state.input);
+                const std::size_t k = reqs[i].graph == &one ? 4 : 3;
+                const auto& got = run.requests[i].state.retrieved;
+                ASSERT_FALSE(got.empty()) << "request " << i;
+                for (const auto& ids : got) EXPECT_EQ(ids, ix.search(q, k, 5)) << "request " << i;
+                EXPECT_EQ(run2.requests[i].state.retrieved, got) << "request " << i;
+            }
+            if (policy == frugal::rag::rag_policy::wavefront) {
+                EXPECT_GT(run.clusters_to_final, 0u);
+            }
+        }
+    EXPECT_THROW(frugal::rag::ivf_retriever(ix, embed, {.nprobe = 17}), frugal::invalid_argument);
 }
 
 TEST(TieredIvf, MergedTopKEqualsSingleTierSearch) {

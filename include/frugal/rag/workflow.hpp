@@ -42,11 +42,11 @@ enum class rag_node_kind : std::uint8_t { generation, retrieval, user };
 /// @endcode
 struct rag_state {
     std::size_t request = 0;
-    std::string input;
-    std::map<std::string, std::string, std::less<>> texts;
-    std::map<std::string, std::int64_t, std::less<>> values;
-    std::map<rag_node_id, std::size_t> visits;
-    std::vector<std::vector<std::uint64_t>> retrieved;
+    std::string input{};
+    std::map<std::string, std::string, std::less<>> texts{};
+    std::map<std::string, std::int64_t, std::less<>> values{};
+    std::map<rag_node_id, std::size_t> visits{};
+    std::vector<std::vector<std::uint64_t>> retrieved{};
 
     /// The text output named `key`, empty when unset.
     [[nodiscard]] std::string_view text(std::string_view key) const {
