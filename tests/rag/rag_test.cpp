@@ -396,6 +396,21 @@ TEST(TopK, MatchesSortingEveryCandidate) {
     EXPECT_THROW(frugal::retrieve::top_k(0), frugal::invalid_argument);
 }
 
+TEST(TopK, ArgminIsTheFirstSmallest) {
+    std::mt19937_64 rng(5);
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<float> v(1 + rng() % 20);
+        for (auto& x : v) x = static_cast<float>(rng() % 5);  // many ties
+        std::size_t want = 0;
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (v[i] < v[want]) want = i;
+        EXPECT_EQ(frugal::retrieve::argmin(v), want);
+    }
+    const std::vector<float> nan{1.0f, std::numeric_limits<float>::quiet_NaN(), 0.5f};
+    EXPECT_NE(error_of([&] { (void)frugal::retrieve::argmin(nan); }).find("NaN score at 1"), std::string::npos);
+    EXPECT_THROW((void)frugal::retrieve::argmin(std::vector<float>{}), frugal::invalid_argument);
+}
+
 TEST(TopK, MergeKeepsTheBestOfBoth) {
     std::vector<std::pair<float, std::uint64_t>> all;
     frugal::retrieve::top_k a(6), b(6);

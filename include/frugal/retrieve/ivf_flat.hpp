@@ -44,10 +44,11 @@ public:
     [[nodiscard]] static basic_ivf_flat train(std::span<const float> data, std::size_t dim, std::size_t lists,
                                               std::size_t iterations, std::uint64_t seed) {
         return train_with(data, dim, lists, iterations, seed, [&](const basic_ivf_flat& ix, std::vector<std::size_t>& assign) {
-            std::vector<float> scratch;
-            top_k best(1);
-            for (std::size_t i = 0; i < assign.size(); ++i)
-                assign[i] = ix.nearest_centroid(data.subspan(i * dim, dim), scratch, best);
+            std::vector<float> d(ix.lists_.size());
+            for (std::size_t i = 0; i < assign.size(); ++i) {
+                ix.scan_(ix.centroid_rows(), data.subspan(i * dim, dim), d, metric::squared_l2);
+                assign[i] = argmin(d);
+            }
         });
     }
 
@@ -62,16 +63,15 @@ public:
             const matrix_view<const float> cents = ix.centroid_rows();
             const std::vector<float> origin(dim, 0.0f);
             ix.scan_(cents, origin, norms, metric::squared_l2);  // ||c||^2
-            top_k best(1);
             for (std::size_t r0 = 0; r0 < assign.size(); r0 += block) {
                 const std::size_t rows = std::min(block, assign.size() - r0);
                 const matrix_view<float> g(scores.data(), rows, k);
                 backend.gemm(matrix_view<const float>(data.data() + r0 * dim, rows, dim), transpose::no, cents,
                              transpose::yes, g, -2.0f, 0.0f);
                 for (std::size_t i = 0; i < rows; ++i) {
-                    best.clear();
-                    for (std::size_t c = 0; c < k; ++c) best.offer(norms[c] + g(i, c), c);
-                    assign[r0 + i] = static_cast<std::size_t>(best.unordered().front().second);
+                    const std::span<float> row = g.row(i);
+                    for (std::size_t c = 0; c < k; ++c) row[c] += norms[c];  // ||c||^2 - 2 x.c
+                    assign[r0 + i] = argmin(row);
                 }
             }
         });
@@ -101,9 +101,10 @@ public:
     [[nodiscard]] std::vector<std::size_t> probe(std::span<const float> query, std::size_t nprobe) const {
         check_query(query);
         FRUGAL_CHECK(nprobe > 0 && nprobe <= lists(), "ivf_flat: nprobe ", nprobe, " with ", lists(), " lists");
-        std::vector<float> scratch;
+        std::vector<float> d(lists());
+        scan_(centroid_rows(), query, d, metric::squared_l2);
         top_k nearest(nprobe);
-        rank_centroids(query, scratch, nearest);
+        for (std::size_t c = 0; c < d.size(); ++c) nearest.offer(d[c], c);
         std::vector<std::size_t> out;
         for (const auto& [d, c] : nearest.sorted()) out.push_back(static_cast<std::size_t>(c));
         return out;
@@ -191,17 +192,6 @@ private:
     }
     [[nodiscard]] matrix_view<const float> centroid_rows() const {
         return matrix_view<const float>(centroids_.data(), lists_.size(), dim_);
-    }
-    // Offers every centroid's squared distance to `v` into `heap` (`scratch` holds the scores).
-    void rank_centroids(std::span<const float> v, std::vector<float>& scratch, top_k& heap) const {
-        scratch.resize(lists_.size());
-        scan_(centroid_rows(), v, scratch, metric::squared_l2);
-        for (std::size_t c = 0; c < scratch.size(); ++c) heap.offer(scratch[c], c);
-    }
-    [[nodiscard]] std::size_t nearest_centroid(std::span<const float> v, std::vector<float>& scratch, top_k& best) const {
-        best.clear();
-        rank_centroids(v, scratch, best);
-        return static_cast<std::size_t>(best.unordered().front().second);
     }
 
     std::size_t dim_ = 0;

@@ -1,9 +1,10 @@
 #pragma once
 /// @file
 /// top_k: the bounded max-heap of (distance, id) candidates that every search in
-/// frugal::retrieve keeps (the flat index's best slot, ivf_flat's probe and list scans, the
-/// k-means assignment), and that an IVF search keeps across clusters so it can stop after
-/// any cluster and resume later (hedrarag.txt 4.2-4.3).
+/// frugal::retrieve keeps (the flat index's best slot, ivf_flat's probe and list scans),
+/// and that an IVF search keeps across clusters so it can stop after any cluster and resume
+/// later (hedrarag.txt 4.2-4.3); and argmin, the top-1 of a dense row of scores (the k-means
+/// assignment).
 
 #include <algorithm>
 #include <cmath>
@@ -82,5 +83,21 @@ private:
     std::size_t k_;
     std::vector<entry> heap_;
 };
+
+/// The position of the smallest of `scores` (ties: the first): the top-1 of a dense row of
+/// scores, as the k-means assignment step takes it for every vector. Throws on an empty row
+/// or a NaN score.
+/// @code
+/// std::size_t nearest = frugal::retrieve::argmin(distances_to_centroids);
+/// @endcode
+[[nodiscard]] inline std::size_t argmin(std::span<const float> scores) {
+    FRUGAL_CHECK(!scores.empty(), "argmin: no scores");
+    std::size_t best = 0;
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        if (scores[i] < scores[best]) best = i;
+        else FRUGAL_CHECK(!std::isnan(scores[i]), "argmin: NaN score at ", i);  // also checks scores[0]
+    }
+    return best;
+}
 
 }  // namespace frugal::retrieve
