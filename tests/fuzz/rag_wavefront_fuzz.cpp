@@ -3,12 +3,15 @@
 // policies and options (sub-stages, speculative generation and retrieval, similarity-aware
 // order) on small simulated models. Every request must end in the state it reaches when it
 // runs alone, and the generator must see every generation end in exactly one commit or
-// (speculative only) discard (rag_oracle.hpp's contract_generator).
+// (speculative only) discard (rag_oracle.hpp's contract_generator). A rag_scheduler handed
+// the requests a few at a time, its clock run in random slices, must give the same run.
 #include <frugal/rag/wavefront.hpp>
 #include <frugal/rag/workflow.hpp>
 #include <frugal/sim/rag_simulation.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -97,6 +100,31 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                           run.retrieval_rollbacks <= run.retrieval_speculations,
                       "counters: %zu discards, %zu rollbacks of %zu speculations", gen.discards(), run.rollbacks,
                       run.speculations);
+    // The same requests handed to a rag_scheduler a few at a time (in input order, so they
+    // get the same ids), its clock run in random slices but never past a request not yet
+    // handed over: the same run.
+    rag::testing::contract_generator gen2(gc);
+    frugal::sim::simulated_retriever ret2(rc);
+    rag::rag_scheduler sched(gen2, ret2, opt);
+    std::size_t next = 0, finished = 0;
+    for (double t = 0.0; finished < reqs.size();) {
+        for (std::size_t more = 1 + byte(in, 4); more > 0 && next < reqs.size(); --more, ++next)
+            FRUGAL_FUZZ_CHECK(sched.submit(reqs[next]) == next, "request %zu got another id", next);
+        double limit = std::numeric_limits<double>::infinity();
+        for (std::size_t j = next; j < reqs.size(); ++j) limit = std::min(limit, reqs[j].arrival);
+        t = std::min(limit, t + 1.0 + static_cast<double>(byte(in, 200)));
+        if (next == reqs.size() && byte(in, 4) == 0) sched.run();
+        else sched.run_until(std::max(t, sched.now()));
+        for (const auto& done : sched.take_finished()) {
+            const std::size_t i = done.state.request;
+            FRUGAL_FUZZ_CHECK(i < reqs.size() && done.finish == run.requests[i].finish &&
+                                  done.state.values == run.requests[i].state.values &&
+                                  done.state.retrieved == run.requests[i].state.retrieved,
+                              "online request %zu differs from the offline run", i);
+            ++finished;
+        }
+        FRUGAL_FUZZ_CHECK(t < 1e9, "online run stalled with %zu of %zu finished", finished, reqs.size());
+    }
     for (std::size_t i = 0; i < reqs.size(); ++i) {
         const auto& got = run.requests[i];
         const auto want = rag::testing::walk_alone(*reqs[i].graph, reqs[i].state, i, opt.doc_tokens, rc, gc);

@@ -368,6 +368,58 @@ TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
     }
 }
 
+TEST(RagScheduler, RequestsSubmittedAsTheyArriveRunAsIfKnownUpFront) {
+    // The same stream served twice: all at once through schedule_rag, and through a
+    // rag_scheduler that is handed each request just before its arrival, runs in 50 ms
+    // slices and hands back finished requests along the way.
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
+    const auto reqs = mixed_requests(one, hyde, multi, 10.0, 80);
+    frugal::sim::simulated_generator gen;
+    frugal::sim::simulated_retriever ret;
+    const auto offline = frugal::rag::schedule_rag(reqs, gen, ret);
+
+    frugal::sim::simulated_generator gen2;
+    frugal::sim::simulated_retriever ret2;
+    frugal::rag::rag_scheduler sched(gen2, ret2);
+    std::vector<frugal::rag::rag_outcome> online(reqs.size());
+    std::size_t next = 0, taken = 0;
+    double last_finish = 0.0;
+    for (double t = 50.0; taken < reqs.size(); t += 50.0) {
+        for (; next < reqs.size() && reqs[next].arrival < t; ++next) EXPECT_EQ(sched.submit(reqs[next]), next);
+        sched.run_until(t);
+        EXPECT_LT(sched.now(), t);
+        for (auto& done : sched.take_finished()) {
+            EXPECT_GE(done.finish, last_finish);  // handed back in finishing order
+            EXPECT_LT(done.finish, t);
+            last_finish = done.finish;
+            online.at(done.state.request) = std::move(done);
+            ++taken;
+        }
+        EXPECT_EQ(sched.in_flight(), next - taken);
+        ASSERT_LT(t, 1e6) << "stalled";
+    }
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(online[i].arrival, offline.requests[i].arrival) << "request " << i;
+        EXPECT_EQ(online[i].finish, offline.requests[i].finish) << "request " << i;
+        EXPECT_EQ(online[i].state.values, offline.requests[i].state.values) << "request " << i;
+        EXPECT_EQ(online[i].state.retrieved, offline.requests[i].state.retrieved) << "request " << i;
+    }
+    EXPECT_EQ(sched.statistics().gpu_batches, offline.gpu_batches);
+    EXPECT_EQ(sched.statistics().speculations, offline.speculations);
+    EXPECT_EQ(sched.statistics().makespan, offline.makespan);
+    // No request may arrive in the scheduler's past, and its clock never runs backwards.
+    const double clock = sched.now() + 100.0;
+    sched.run_until(clock);
+    frugal::rag::rag_request late{clock - 1.0, &one, {}};
+    EXPECT_NE(error_of([&] { (void)sched.submit(late); }).find("before the scheduler's clock"), std::string::npos);
+    EXPECT_THROW(sched.run_until(clock - 1.0), frugal::invalid_argument);
+    late.arrival = clock;
+    EXPECT_EQ(sched.submit(late), reqs.size());
+    sched.run();
+    ASSERT_EQ(sched.take_finished().size(), 1u);
+    EXPECT_EQ(sched.in_flight(), 0u);
+}
+
 TEST(RagSchedule, RejectsBadInput) {
     frugal::sim::simulated_generator gen;
     frugal::sim::simulated_retriever ret;

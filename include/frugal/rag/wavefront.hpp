@@ -13,8 +13,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <optional>
+#include <set>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -191,15 +193,30 @@ struct rag_run {
     }
 };
 
-namespace detail {
-
-template <class G, class R>
-class rag_engine {
+/// HedraRAG's wavefront scheduler as an object an engine keeps across its serving loop
+/// (hedrarag.txt 3.1, 4.2, 4.3, 4.5): requests are submitted as they arrive and finish in
+/// any order; `run_until(t)` advances the scheduler's clock to t, dispatching batches to the
+/// generator (the GPU side) and the retriever (the CPU side) and completing them as their
+/// durations elapse; `take_finished()` hands back the requests done since the last call.
+/// The two sides each run one batch at a time, concurrently on the scheduler's clock; the
+/// generator and the retriever are called on the calling thread and report how long each
+/// batch took (measured, or modelled as in frugal::sim). Submitting a request before the
+/// clock passes its arrival gives exactly the run `schedule_rag` gives with all requests up
+/// front. Request ids count submissions from 0; state stays valid while others come and go.
+/// @code
+/// frugal::rag::rag_scheduler sched(engine, retriever, {.policy = frugal::rag::rag_policy::wavefront});
+/// for (double t = 0;; t += 10) {
+///     for (auto& r : arrivals_before(t)) sched.submit(std::move(r));
+///     sched.run_until(t);
+///     for (auto& done : sched.take_finished()) reply(done.state.request, done.state.text("answer"));
+/// }
+/// @endcode
+template <rag_generator G, rag_retriever R>
+class rag_scheduler {
     using query_type = rag_query_t<R>;
 
 public:
-    rag_engine(std::vector<rag_request> reqs, G& gen, R& ret, const rag_schedule_options& opt)
-        : gen_(gen), ret_(ret), opt_(opt) {
+    rag_scheduler(G& gen, R& ret, const rag_schedule_options& opt = {}) : gen_(gen), ret_(ret), opt_(opt) {
         FRUGAL_CHECK(std::isfinite(opt.beta_ms) && opt.beta_ms > 0.0, "schedule_rag: beta ", opt.beta_ms, " ms (must be > 0)");
         FRUGAL_CHECK(opt.history > 0, "schedule_rag: history of 0 results");
         FRUGAL_CHECK(opt.speculate_retrieval_at > 0.0 && opt.speculate_retrieval_at < 1.0,
@@ -207,48 +224,81 @@ public:
         FRUGAL_CHECK(!opt.speculate_retrieval || speculative_retrieval,
                      "schedule_rag: speculate_retrieval needs a generator with preview(state, node) "
                      "(rag_previewing_generator) and a retriever with list_of(id) (rag_ordered_retriever)");
-        live_.resize(reqs.size());
-        for (std::size_t i = 0; i < reqs.size(); ++i) {
-            FRUGAL_CHECK(reqs[i].graph != nullptr, "schedule_rag: request ", i, " has no workflow");
-            FRUGAL_CHECK(std::isfinite(reqs[i].arrival) && reqs[i].arrival >= 0.0, "schedule_rag: request ", i,
-                         " arrives at ", reqs[i].arrival);
-            reqs[i].graph->validate();
-            live_[i].req = std::move(reqs[i]);
-            live_[i].history.emplace(opt.history);
-            live_[i].req.state.request = i;
-            order_.push_back(i);
-        }
-        std::stable_sort(order_.begin(), order_.end(),
-                         [&](std::size_t a, std::size_t b) { return live_[a].req.arrival < live_[b].req.arrival; });
     }
 
-    rag_run run() {
-        std::size_t admitted = 0;
+    /// Admits `request`, arriving at `request.arrival` (ms, not before the clock: >= the last
+    /// run_until time), and returns its id, which becomes `state.request`. Throws on a missing
+    /// or invalid workflow or a bad arrival time.
+    std::size_t submit(rag_request request) {
+        const std::size_t id = base_ + live_.size();
+        FRUGAL_CHECK(request.graph != nullptr, "schedule_rag: request ", id, " has no workflow");
+        FRUGAL_CHECK(std::isfinite(request.arrival) && request.arrival >= 0.0 && request.arrival >= horizon_,
+                     "schedule_rag: request ", id, " arrives at ", request.arrival, ", before the scheduler's clock ",
+                     horizon_);
+        request.graph->validate();
+        request.state.request = id;
+        arrivals_.emplace(request.arrival, id);
+        live& l = live_.emplace_back();
+        l.req = std::move(request);
+        l.history.emplace(opt_.history);
+        return id;
+    }
+
+    /// Runs every event (batch ends, arrivals) before time `t` (ms): afterwards no request
+    /// may arrive before t. Throws if `t` is NaN or earlier than a previous `t`.
+    void run_until(double t) {
+        FRUGAL_CHECK(!std::isnan(t) && t >= horizon_, "rag_scheduler::run_until: time ", t, " is before ", horizon_);
+        horizon_ = t;
         while (true) {
             dispatch();
-            const double next_arrival =
-                admitted < order_.size() ? live_[order_[admitted]].req.arrival : std::numeric_limits<double>::infinity();
-            double t = next_arrival;
-            if (gpu_.running) t = std::min(t, gpu_.end);
-            if (cpu_.running) t = std::min(t, cpu_.end);
-            if (!std::isfinite(t)) break;
-            now_ = t;
-            if (gpu_.running && gpu_.end == t) complete_gpu();
-            if (cpu_.running && cpu_.end == t) complete_cpu();
-            while (admitted < order_.size() && live_[order_[admitted]].req.arrival <= now_) {
-                live& l = live_[order_[admitted++]];
-                advance(l, rag_start);
+            double next = arrivals_.empty() ? std::numeric_limits<double>::infinity() : arrivals_.begin()->first;
+            if (gpu_.running) next = std::min(next, gpu_.end);
+            if (cpu_.running) next = std::min(next, cpu_.end);
+            if (!(next < t)) return;
+            now_ = next;
+            if (gpu_.running && gpu_.end == now_) complete_gpu();
+            if (cpu_.running && cpu_.end == now_) complete_cpu();
+            while (!arrivals_.empty() && arrivals_.begin()->first <= now_) {
+                const std::size_t id = arrivals_.begin()->second;
+                arrivals_.erase(arrivals_.begin());
+                advance(at(id), rag_start);
             }
         }
-        rag_run out;
-        out = std::move(stats_);
-        for (auto& l : live_) {
-            FRUGAL_CHECK(l.done, "schedule_rag: request ", l.req.state.request, " never finished (scheduler stall)");
-            out.makespan = std::max(out.makespan, l.finish);
-            out.requests.push_back({l.req.arrival, l.finish, std::move(l.req.state)});
+    }
+
+    /// Runs until every submitted request has finished. Throws if one never can (a
+    /// scheduler stall).
+    void run() {
+        run_until(std::numeric_limits<double>::infinity());
+        horizon_ = now_;  // submissions may go on from the last event
+        FRUGAL_CHECK(in_flight() == 0, "schedule_rag: ", in_flight(), " requests never finished (scheduler stall)");
+    }
+
+    /// The requests that finished since the last call, in finishing order: arrival, finish
+    /// and final state (its `request` is the id `submit` returned).
+    [[nodiscard]] std::vector<rag_outcome> take_finished() {
+        std::vector<rag_outcome> out;
+        for (std::size_t id : finished_) {
+            live& l = at(id);
+            out.push_back({l.req.arrival, l.finish, std::move(l.req.state)});
+            l.taken = true;
+        }
+        finished_.clear();
+        while (!live_.empty() && live_.front().taken) {  // forget the finished prefix
+            live_.pop_front();
+            ++base_;
         }
         return out;
     }
+
+    /// The scheduler's clock: the time of the last event run (ms).
+    [[nodiscard]] double now() const noexcept { return now_; }
+    /// Requests submitted and not yet finished.
+    [[nodiscard]] std::size_t in_flight() const noexcept { return submitted() - done_; }
+    /// Requests submitted so far.
+    [[nodiscard]] std::size_t submitted() const noexcept { return base_ + live_.size(); }
+    /// Busy times and counters so far (`requests` empty; `makespan` is the last finish).
+    [[nodiscard]] const rag_run& statistics() const noexcept { return stats_; }
 
 private:
     struct gen_part {
@@ -271,7 +321,7 @@ private:
         rag_request req;
         rag_node_id at = rag_start;
         double ready_at = 0.0, finish = 0.0;
-        bool done = false;
+        bool done = false, taken = false;
         gen_part gen;
         ret_part ret;
         std::optional<retrieval_history> history;  // the request's local cache (4.3)
@@ -282,6 +332,8 @@ private:
         double end = 0.0;
         std::vector<std::size_t> members;
     };
+
+    [[nodiscard]] live& at(std::size_t id) { return live_[id - base_]; }
 
     static constexpr bool ordered = rag_ordered_retriever<R>;
     static constexpr bool speculative_retrieval = ordered && rag_previewing_generator<G>;
@@ -316,6 +368,9 @@ private:
             if (to == rag_end) {
                 l.done = true;
                 l.finish = now_;
+                stats_.makespan = std::max(stats_.makespan, now_);
+                finished_.push_back(l.req.state.request);
+                ++done_;
                 return;
             }
             const rag_node& n = g.node(to);
@@ -419,11 +474,11 @@ private:
     void dispatch_gpu() {
         std::vector<std::size_t> batch;
         std::size_t ctx = 0, longest = 0;
-        for (std::size_t i = 0; i < live_.size(); ++i)
-            if (gen_ready(live_[i])) {
-                batch.push_back(i);
-                ctx += context(live_[i]);
-                longest = std::max(longest, live_[i].gen.length - live_[i].gen.steps);
+        for (const live& l : live_)
+            if (gen_ready(l)) {
+                batch.push_back(l.req.state.request);
+                ctx += context(l);
+                longest = std::max(longest, l.gen.length - l.gen.steps);
             }
         if (batch.empty()) return;
         std::size_t steps = 1;
@@ -437,16 +492,16 @@ private:
         for (std::size_t s = 0; s < steps; ++s) {
             slots.clear();
             for (std::size_t i : batch) {
-                live& l = live_[i];
+                live& l = at(i);
                 if (l.gen.steps == l.gen.length) continue;
                 slots.push_back({i, l.gen.steps, context(l), &l.req.graph->node(l.gen.node), &l.req.state, l.gen.docs,
                                  l.gen.speculative});
             }
             if (slots.empty()) break;
             d += static_cast<double>(gen_.step(std::span<const generation_slot>(slots)));
-            for (const auto& sl : slots) ++live_[sl.request].gen.steps;
+            for (const auto& sl : slots) ++at(sl.request).gen.steps;
         }
-        for (std::size_t i : batch) live_[i].gen.busy = true;
+        for (std::size_t i : batch) at(i).gen.busy = true;
         gpu_ = {true, now_ + d, std::move(batch)};
         stats_.gpu_busy += d;
         ++stats_.gpu_batches;
@@ -454,13 +509,13 @@ private:
 
     void dispatch_cpu() {
         std::vector<std::size_t> batch;
-        for (std::size_t i = 0; i < live_.size(); ++i)
-            if (ret_ready(live_[i])) batch.push_back(i);
+        for (const live& l : live_)
+            if (ret_ready(l)) batch.push_back(l.req.state.request);
         if (batch.empty()) return;
         const double mb = budget();
         std::vector<retrieval_slot<query_type>> slots;
         for (std::size_t i : batch) {
-            live& l = live_[i];
+            live& l = at(i);
             std::size_t end = l.ret.probe.size();
             if (opt_.policy == rag_policy::wavefront && mb > 0.0) {
                 // Retrieval sub-stage: this request's next clusters up to the budget (4.2).
@@ -510,7 +565,7 @@ private:
         std::size_t cpu_load = 0;
         for (const live& l : live_) cpu_load += l.ret.active ? 1 : 0;
         for (std::size_t i : s.members) {
-            live& l = live_[i];
+            live& l = at(i);
             l.gen.busy = false;
             if (l.verdict) apply_verdict(l);
             else if (!l.gen.speculative && l.gen.active && l.gen.steps == l.gen.length) finish_generation(l);
@@ -570,7 +625,7 @@ private:
         std::size_t gpu_load = 0;
         for (const live& l : live_) gpu_load += l.gen.active ? 1 : 0;
         for (std::size_t i : s.members) {
-            live& l = live_[i];
+            live& l = at(i);
             l.ret.busy = false;
             ++l.ret.substages;
             if (l.ret.discard) {  // a speculative retrieval rolled back while on the CPU
@@ -599,22 +654,24 @@ private:
     G& gen_;
     R& ret_;
     rag_schedule_options opt_;
-    std::vector<live> live_;
-    std::vector<std::size_t> order_;
+    std::deque<live> live_;                             // requests base_, base_ + 1, ...
+    std::size_t base_ = 0, done_ = 0;                   // the first id kept; requests finished
+    std::set<std::pair<double, std::size_t>> arrivals_;  // submitted, not yet arrived: (arrival, id)
+    std::vector<std::size_t> finished_;                 // finished, not yet taken
+    double horizon_ = 0.0;                               // no request may arrive before it
     side gpu_, cpu_;
     double now_ = 0.0, retrieval_mean_ = 0.0;
     std::size_t retrievals_ = 0;
     rag_run stats_;
 };
 
-}  // namespace detail
-
-/// Runs `requests` through their workflows on `gen` and `ret` under `opt.policy` and
-/// returns each request's arrival, finish and final state. Time advances by the durations
-/// the generator and retriever return, and the GPU side and the CPU side each run one batch
-/// at a time, concurrently (the CPU-GPU pipeline of 4.5); with cost models (rag_simulation.hpp)
-/// this is the deterministic simulation mode. Speculative generations that fail validation
-/// are re-run, so every policy produces the same states.
+/// Runs `requests` through their workflows on `gen` and `ret` under `opt.policy` (a
+/// rag_scheduler given every request up front, run to the end) and returns each request's
+/// arrival, finish and final state, in input order. Time advances by the durations the
+/// generator and retriever return, and the GPU side and the CPU side each run one batch at a
+/// time, concurrently (the CPU-GPU pipeline of 4.5); with cost models (frugal::sim's
+/// rag_simulation.hpp) this is the deterministic simulation mode. Speculative generations
+/// that fail validation are re-run, so every policy produces the same states.
 /// @code
 /// auto g = frugal::rag::hyde_workflow();
 /// frugal::sim::simulated_generator gen; frugal::sim::simulated_retriever ret;
@@ -624,7 +681,13 @@ private:
 template <rag_generator G, rag_retriever R>
 [[nodiscard]] rag_run schedule_rag(std::vector<rag_request> requests, G& gen, R& ret,
                                    const rag_schedule_options& opt = {}) {
-    return detail::rag_engine<G, R>(std::move(requests), gen, ret, opt).run();
+    rag_scheduler<G, R> sched(gen, ret, opt);
+    for (rag_request& r : requests) (void)sched.submit(std::move(r));
+    sched.run();
+    rag_run out = sched.statistics();
+    out.requests.resize(requests.size());
+    for (rag_outcome& o : sched.take_finished()) out.requests[o.state.request] = std::move(o);
+    return out;
 }
 
 }  // namespace frugal::rag
