@@ -100,7 +100,7 @@ TEST(GraphSwitch, ClosedLoopReplayAgreesWithTimeline) {
     }
 }
 
-// coordgen.txt Figure 8: N = 6, two chunks, loading a block takes two block computes.
+// CoordGen Figure 8: N = 6, two chunks, loading a block takes two block computes.
 // Times by hand (unit compute, G2 as fast as G1 here):
 //  chunk 1: P5 and P6 are loaded during P1-P4 ([0,2), [2,4)) and run under G2 at t = 4, 5;
 //           chunk 1 ends at t = 6 with half of the model switched and no compute stall.

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// HedraRAG's wavefront scheduler (hedrarag.txt 3.1, 4.2, 4.3, 4.5) over a generator and a
+/// HedraRAG's wavefront scheduler (sections 3.1, 4.2, 4.3, 4.5) over a generator and a
 /// retriever concept: many concurrent requests walk their RAGraphs; each cycle the ready
 /// nodes are cut into sub-stages (Eq. 1), batched by kind and dispatched to the GPU
 /// (generation) and CPU (retrieval) side, which run concurrently; speculative generation
@@ -116,7 +116,7 @@ concept rag_ordered_retriever = rag_retriever<R> && requires(const R& r, std::ui
     { r.list_of(id) } -> std::convertible_to<std::size_t>;
 };
 
-/// Which scheduler runs the requests (hedrarag.txt Figure 5).
+/// Which scheduler runs the requests (HedraRAG Figure 5).
 enum class rag_policy : std::uint8_t {
     /// (a) "general RAG frameworks" (LangChain-style chains over an engine): one loop calls
     /// the LLM engine and the vector index in turn, so the GPU and the CPU never work at the
@@ -194,7 +194,7 @@ struct rag_run {
 };
 
 /// HedraRAG's wavefront scheduler as an object an engine keeps across its serving loop
-/// (hedrarag.txt 3.1, 4.2, 4.3, 4.5): requests are submitted as they arrive and finish in
+/// (HedraRAG 3.1, 4.2, 4.3, 4.5): requests are submitted as they arrive and finish in
 /// any order; `run_until(t)` advances the scheduler's clock to t, dispatching batches to the
 /// generator (the GPU side) and the retriever (the CPU side) and completing them as their
 /// durations elapse; `take_finished()` hands back the requests done since the last call.

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// RAGraph (hedrarag.txt 4.1, Listing 1): a RAG workflow as a graph of generation,
+/// RAGraph (HedraRAG 4.1, Listing 1): a RAG workflow as a graph of generation,
 /// retrieval and user nodes with plain and conditional edges, its validation, the
 /// per-request state the conditions read, and Listing 1's workflows.
 
@@ -220,7 +220,7 @@ struct rag_workflow_lengths {
     std::size_t prompt = 256;     ///< prompt tokens before retrieved documents
 };
 
-/// One-shot: retrieve top-k for the input, then answer (hedrarag.txt 6.1).
+/// One-shot: retrieve top-k for the input, then answer (HedraRAG 6.1).
 /// @code
 /// auto g = frugal::rag::one_shot_workflow(5);
 /// @endcode

@@ -2,7 +2,7 @@
 /// @file
 /// ivf_flat: a reference IVF-Flat index (k-means coarse quantizer, exact squared-L2 scan of
 /// the probed lists) whose search can stop after any list and resume with the same top-k
-/// heap (hedrarag.txt 4.2, 4.3). It models `ivf_index` (vector_index.hpp) and scores with
+/// heap (HedraRAG 4.2, 4.3). It models `ivf_index` (vector_index.hpp) and scores with
 /// the shared kernels of distance.hpp through a pluggable scan.
 
 #include <algorithm>

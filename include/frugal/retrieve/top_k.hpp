@@ -3,7 +3,7 @@
 /// top_k: the bounded max-heap of (distance, id) candidates that every search in
 /// frugal::retrieve keeps (the flat index's best slot, ivf_flat's probe and list scans),
 /// and that an IVF search keeps across clusters so it can stop after any cluster and resume
-/// later (hedrarag.txt 4.2-4.3); and argmin, the top-1 of a dense row of scores (the k-means
+/// later (HedraRAG 4.2-4.3); and argmin, the top-1 of a dense row of scores (the k-means
 /// assignment).
 
 #include <algorithm>
@@ -50,7 +50,7 @@ public:
     }
 
     /// Offers every candidate of `other`: the result is the k best of both heaps' candidates
-    /// (what a search split between two tiers merges, hedrarag.txt 4.4).
+    /// (what a search split between two tiers merges, HedraRAG 4.4).
     void merge(const top_k& other) {
         for (const entry& e : other.heap_) offer(e.first, e.second);
     }

@@ -113,7 +113,7 @@ static_assert(rag::rag_previewing_generator<simulated_generator>);
 /// a little beyond that distance, so nearer clusters tend to hold the final top-k, as in IVF.
 /// `request_similarity` (0 by default) weighs a per-request topic into every distance, so a
 /// request's successive queries probe overlapping clusters and find nearby documents in the
-/// same ones (hedrarag.txt 3.3's intra-request similarity); `query_buckets` (0: off) makes the query depend on the generated text only
+/// same ones (HedraRAG 3.3's intra-request similarity); `query_buckets` (0: off) makes the query depend on the generated text only
 /// through text mod buckets, so a query from a partial generation equals the final one with
 /// probability 1/buckets (a stand-in for the embedding drift of 4.3's speculative retrieval).
 /// @code
