@@ -217,12 +217,12 @@ class rag_scheduler {
 
 public:
     rag_scheduler(G& gen, R& ret, const rag_schedule_options& opt = {}) : gen_(gen), ret_(ret), opt_(opt) {
-        FRUGAL_CHECK(std::isfinite(opt.beta_ms) && opt.beta_ms > 0.0, "schedule_rag: beta ", opt.beta_ms, " ms (must be > 0)");
-        FRUGAL_CHECK(opt.history > 0, "schedule_rag: history of 0 results");
+        FRUGAL_CHECK(std::isfinite(opt.beta_ms) && opt.beta_ms > 0.0, "rag_scheduler: beta ", opt.beta_ms, " ms (must be > 0)");
+        FRUGAL_CHECK(opt.history > 0, "rag_scheduler: history of 0 results");
         FRUGAL_CHECK(opt.speculate_retrieval_at > 0.0 && opt.speculate_retrieval_at < 1.0,
-                     "schedule_rag: speculate_retrieval_at ", opt.speculate_retrieval_at, " is outside (0, 1)");
+                     "rag_scheduler: speculate_retrieval_at ", opt.speculate_retrieval_at, " is outside (0, 1)");
         FRUGAL_CHECK(!opt.speculate_retrieval || speculative_retrieval,
-                     "schedule_rag: speculate_retrieval needs a generator with preview(state, node) "
+                     "rag_scheduler: speculate_retrieval needs a generator with preview(state, node) "
                      "(rag_previewing_generator) and a retriever with list_of(id) (rag_ordered_retriever)");
     }
 
@@ -231,9 +231,9 @@ public:
     /// or invalid workflow or a bad arrival time.
     std::size_t submit(rag_request request) {
         const std::size_t id = base_ + live_.size();
-        FRUGAL_CHECK(request.graph != nullptr, "schedule_rag: request ", id, " has no workflow");
+        FRUGAL_CHECK(request.graph != nullptr, "rag_scheduler: request ", id, " has no workflow");
         FRUGAL_CHECK(std::isfinite(request.arrival) && request.arrival >= 0.0 && request.arrival >= horizon_,
-                     "schedule_rag: request ", id, " arrives at ", request.arrival, ", before the scheduler's clock ",
+                     "rag_scheduler: request ", id, " arrives at ", request.arrival, ", before the scheduler's clock ",
                      horizon_);
         request.graph->validate();
         request.state.request = id;
@@ -271,7 +271,7 @@ public:
     void run() {
         run_until(std::numeric_limits<double>::infinity());
         horizon_ = now_;  // submissions may go on from the last event
-        FRUGAL_CHECK(in_flight() == 0, "schedule_rag: ", in_flight(), " requests never finished (scheduler stall)");
+        FRUGAL_CHECK(in_flight() == 0, "rag_scheduler: ", in_flight(), " requests never finished (scheduler stall)");
     }
 
     /// The requests that finished since the last call, in finishing order: arrival, finish
@@ -362,7 +362,7 @@ private:
     void advance(live& l, rag_node_id from) {
         const rag_graph& g = *l.req.graph;
         for (std::size_t hops = 0;; ++hops) {
-            FRUGAL_CHECK(hops <= 1000000, "schedule_rag: request ", l.req.state.request,
+            FRUGAL_CHECK(hops <= 1000000, "rag_scheduler: request ", l.req.state.request,
                          " ran a million user nodes without reaching generation, retrieval or END");
             const rag_node_id to = g.next(from, l.req.state);
             if (to == rag_end) {
@@ -434,7 +434,7 @@ private:
         rp.k = n.top_k;
         rp.query = std::move(query);
         rp.probe = ret_.probe(*rp.query);
-        FRUGAL_CHECK(!rp.probe.empty(), "schedule_rag: the retriever probes no cluster for request ", l.req.state.request);
+        FRUGAL_CHECK(!rp.probe.empty(), "rag_scheduler: the retriever probes no cluster for request ", l.req.state.request);
         const bool reorder = ordered && wavefront() && opt_.reorder;
         if (reorder) rp.probe = l.history->order(rp.probe);
         rp.next = 0;
