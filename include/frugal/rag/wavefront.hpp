@@ -200,9 +200,10 @@ struct rag_run {
 /// durations elapse; `take_finished()` hands back the requests done since the last call.
 /// The two sides each run one batch at a time, concurrently on the scheduler's clock; the
 /// generator and the retriever are called on the calling thread and report how long each
-/// batch took (measured, or modelled as in frugal::sim). Submitting a request before the
-/// clock passes its arrival gives exactly the run `schedule_rag` gives with all requests up
-/// front. Request ids count submissions from 0; state stays valid while others come and go.
+/// batch took (measured, or modelled as in frugal::sim). Submitting the requests in input
+/// order, each before the clock passes its arrival, gives exactly the run `schedule_rag`
+/// gives with all of them up front. Request ids count submissions from 0; state stays
+/// valid while others come and go.
 /// @code
 /// frugal::rag::rag_scheduler sched(engine, retriever, {.policy = frugal::rag::rag_policy::wavefront});
 /// for (double t = 0;; t += 10) {
