@@ -23,6 +23,10 @@ namespace frugal::rag {
 /// An embedder: `embed(state, node)` is the query vector of the request's retrieval at `node`
 /// (typically an embedding model applied to `state.input` or to a generated text such as
 /// `state.text("hypothesis")`).
+/// @code
+/// auto embed = [&](const frugal::rag::rag_state& s, const frugal::rag::rag_node&) { return model.embed(s.input); };
+/// static_assert(frugal::rag::rag_embedder<decltype(embed)>);
+/// @endcode
 template <class E>
 concept rag_embedder = std::invocable<const E&, const rag_state&, const rag_node&> &&
                        std::convertible_to<std::invoke_result_t<const E&, const rag_state&, const rag_node&>,
@@ -32,6 +36,9 @@ concept rag_embedder = std::invocable<const E&, const rag_state&, const rag_node
 /// estimated search cost `per_list_ms + per_vector_ms * list_size` (what sub-stage budgets,
 /// Eq. 1, are cut by); and whether `search` reports the measured wall-clock time of the batch
 /// (`measure`, for serving) or the sum of the estimates (deterministic, for planning and tests).
+/// @code
+/// frugal::rag::ivf_retriever retriever(index, embed, {.nprobe = 32, .measure = false});
+/// @endcode
 struct ivf_retriever_options {
     std::size_t nprobe = 8;
     double per_list_ms = 0.002, per_vector_ms = 2.5e-4;

@@ -78,6 +78,9 @@ concept rag_generator = requires(G& g, const G& cg, std::span<const generation_s
 /// A generator that can also write into a state what its unfinished generation has
 /// produced so far, as `commit` would (`preview(state, node)`, the generation going on):
 /// speculative retrieval (4.3) asks the retriever for the query of that previewed state.
+/// @code
+/// static_assert(frugal::rag::rag_previewing_generator<frugal::sim::simulated_generator>);
+/// @endcode
 template <class G>
 concept rag_previewing_generator = rag_generator<G> && requires(const G& g, rag_state& s, const rag_node& n) {
     g.preview(s, n);
@@ -111,6 +114,9 @@ concept rag_retriever =
 /// A retriever that also names the cluster each result came from (`list_of(id)`): the
 /// scheduler then applies the similarity-aware cluster order of 4.3 with each request's
 /// local cache of previous results, and can run speculative retrieval.
+/// @code
+/// static_assert(frugal::rag::rag_ordered_retriever<frugal::rag::ivf_retriever<frugal::retrieve::ivf_flat, my_embedder>>);
+/// @endcode
 template <class R>
 concept rag_ordered_retriever = rag_retriever<R> && requires(const R& r, std::uint64_t id) {
     { r.list_of(id) } -> std::convertible_to<std::size_t>;
