@@ -18,6 +18,7 @@
 #include "frugal/backend/eigen/similarity_scan.hpp"
 #endif
 
+#include "frugal/core/thread_pool.hpp"
 #include "frugal/rag/cluster_order.hpp"
 #include "frugal/rag/ivf_retriever.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
@@ -723,6 +724,16 @@ TEST(IvfRetriever, EveryPolicyRetrievesWhatTheIndexFindsForTheQuestion) {
                 EXPECT_GT(run.clusters_to_final, 0u);
             }
         }
+    // Searching a batch's queries on a thread pool changes nothing but the time.
+    frugal::thread_pool pool(3);
+    frugal::sim::simulated_generator gen, gen2;
+    frugal::rag::ivf_retriever serial(ix, embed, {.nprobe = 5, .measure = false});
+    frugal::rag::ivf_retriever parallel(ix, embed, {.nprobe = 5, .measure = false}, pool);
+    const auto a = frugal::rag::schedule_rag(reqs, gen, serial), b = frugal::rag::schedule_rag(reqs, gen2, parallel);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(a.requests[i].state.retrieved, b.requests[i].state.retrieved) << "request " << i;
+        EXPECT_EQ(a.requests[i].finish, b.requests[i].finish) << "request " << i;  // estimated times: equal
+    }
     EXPECT_THROW(frugal::rag::ivf_retriever(ix, embed, {.nprobe = 17}), frugal::invalid_argument);
 }
 

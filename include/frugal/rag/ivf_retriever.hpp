@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "frugal/core/error.hpp"
+#include "frugal/core/executor.hpp"
 #include "frugal/rag/wavefront.hpp"
 #include "frugal/rag/workflow.hpp"
 #include "frugal/retrieve/vector_index.hpp"
@@ -34,8 +35,10 @@ concept rag_embedder = std::invocable<const E&, const rag_state&, const rag_node
 
 /// How an ivf_retriever searches and accounts time: `nprobe` lists per query; a list's
 /// estimated search cost `per_list_ms + per_vector_ms * list_size` (what sub-stage budgets,
-/// Eq. 1, are cut by); and whether `search` reports the measured wall-clock time of the batch
-/// (`measure`, for serving) or the sum of the estimates (deterministic, for planning and tests).
+/// Eq. 1, are cut by); whether `search` reports the measured wall-clock time of the batch
+/// (`measure`, for serving) or the sum of the estimates (deterministic, for planning and
+/// tests); and how many of the executor's workers search a batch's queries (`threads`, 0:
+/// all of them).
 /// @code
 /// frugal::rag::ivf_retriever retriever(index, embed, {.nprobe = 32, .measure = false});
 /// @endcode
@@ -43,26 +46,35 @@ struct ivf_retriever_options {
     std::size_t nprobe = 8;
     double per_list_ms = 0.002, per_vector_ms = 2.5e-4;
     bool measure = true;
+    std::size_t threads = 0;
 };
 
 /// A `rag_retriever` over any `retrieve::ivf_index`: `query_of` embeds the state, `probe`
 /// asks the index for its `nprobe` nearest lists, and `search` scans each slot's lists, in
 /// the scheduler's order, into the slot's top-k (resumable, so sub-stages and the
 /// similarity-aware order of 4.3 apply). When the index locates rows (`list_of(id)`, as
-/// ivf_flat does) it is a `rag_ordered_retriever` too. Slots are searched one after another
-/// on the calling thread. The index is borrowed and must outlive the retriever; the embedder
-/// is held by value (pass std::ref to share one).
+/// ivf_flat does) it is a `rag_ordered_retriever` too. A batch's queries are searched on the
+/// caller's executor, one query per item (each writes only its own heap, so results do not
+/// depend on the executor; the index's `search_lists` must then be safe to call
+/// concurrently, as ivf_flat's is and FAISS's adapter's is not), or on the calling thread
+/// without one. The index and executor are borrowed and must outlive the retriever; the
+/// embedder is held by value (pass std::ref to share one).
 /// @code
 /// auto index = frugal::retrieve::ivf_flat::train(passages, dim, 64, 10, 1);
 /// auto embed = [&](const frugal::rag::rag_state& s, const frugal::rag::rag_node&) { return model.embed(s.input); };
-/// frugal::rag::ivf_retriever retriever(index, embed, {.nprobe = 8});
+/// frugal::rag::ivf_retriever retriever(index, embed, {.nprobe = 8}, frugal::default_thread_pool());
 /// auto run = frugal::rag::schedule_rag(requests, engine, retriever);
 /// @endcode
-template <retrieve::ivf_index Index, rag_embedder Embed>
+template <retrieve::ivf_index Index, rag_embedder Embed, executor Executor = inline_executor>
 class ivf_retriever {
 public:
+    /// A retriever that searches on the calling thread.
     ivf_retriever(const Index& index, Embed embed, ivf_retriever_options options = {})
-        : index_(index), embed_(std::move(embed)), opt_(options) {
+        requires std::same_as<Executor, inline_executor>
+        : ivf_retriever(index, std::move(embed), options, serial_) {}
+    /// A retriever that searches a batch's queries on `ex`.
+    ivf_retriever(const Index& index, Embed embed, ivf_retriever_options options, Executor& ex)
+        : index_(index), embed_(std::move(embed)), opt_(options), ex_(&ex) {
         FRUGAL_CHECK(options.nprobe > 0 && options.nprobe <= index.lists(), "ivf_retriever: nprobe ", options.nprobe,
                      " with ", index.lists(), " lists");
         FRUGAL_CHECK(options.per_list_ms >= 0.0 && options.per_vector_ms >= 0.0 &&
@@ -80,12 +92,16 @@ public:
     }
     double search(std::span<const retrieval_slot<std::vector<float>>> batch) {
         const auto start = std::chrono::steady_clock::now();
-        double estimate = 0.0;
-        for (const auto& s : batch) {
-            index_.search_lists(*s.query, s.clusters, *s.results);
-            for (std::size_t c : s.clusters) estimate += cluster_time(c);
+        parallel_for(*ex_, batch.size(), opt_.threads == 0 ? ex_->concurrency() : opt_.threads,
+                     [&](std::size_t i, std::size_t) {
+                         index_.search_lists(*batch[i].query, batch[i].clusters, *batch[i].results);
+                     });
+        if (!opt_.measure) {
+            double estimate = 0.0;
+            for (const auto& s : batch)
+                for (std::size_t c : s.clusters) estimate += cluster_time(c);
+            return estimate;
         }
-        if (!opt_.measure) return estimate;
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     /// The list holding row `id` (when the index can tell).
@@ -101,6 +117,8 @@ private:
     const Index& index_;
     Embed embed_;
     ivf_retriever_options opt_;
+    Executor* ex_;
+    static inline inline_executor serial_{};
 };
 
 }  // namespace frugal::rag
