@@ -89,7 +89,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (std::size_t j = 0; j < 5; ++j) r.state.values["loops " + std::to_string(j)] = static_cast<std::int64_t>(byte(in, 4));
     }
     const frugal::sim::simulated_generator::config gc{.fixed_ms = 0.5 + static_cast<double>(byte(in, 20)),
-                                                      .length_jitter = static_cast<double>(byte(in, 10)) / 10.0};
+                                                      .length_jitter = static_cast<double>(byte(in, 10)) / 10.0,
+                                                      .stop_probability = static_cast<double>(byte(in, 4)) / 8.0};
     rag::testing::contract_generator gen(gc);
     frugal::sim::simulated_retriever ret(rc);
     const auto run = rag::schedule_rag(reqs, gen, ret, opt);

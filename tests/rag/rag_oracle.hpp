@@ -35,9 +35,10 @@ inline rag_state walk_alone(const rag_graph& g, rag_state s, std::size_t request
         } else if (n.kind == rag_node_kind::generation) {
             const std::size_t len = gen.length(s, n);
             std::vector<std::uint64_t> docs = s.retrieved.empty() ? std::vector<std::uint64_t>{} : s.retrieved.back();
-            for (std::size_t step = 0; step < len; ++step) {
+            for (std::size_t step = 0; step < std::max<std::size_t>(1, len); ++step) {
                 generation_slot slot{request, step, n.prompt_tokens + doc_tokens * docs.size() + step, &n, &s, docs};
                 (void)gen.step(std::span<const generation_slot>(&slot, 1));
+                if (gen.stopped(request)) break;  // end of sequence
             }
             gen.commit(s, n);
         } else {
@@ -54,8 +55,8 @@ inline rag_state walk_alone(const rag_graph& g, rag_state s, std::size_t request
 
 /// The simulated generator, recording every breach of the generator contract: per request,
 /// a generation starts at step 0 and runs its steps in order on one node, and ends with
-/// exactly one commit (after all its steps) or discard (of a speculative generation only)
-/// before the next one starts.
+/// exactly one commit (after all its steps, or at an end of sequence) or discard (of a
+/// speculative generation only) before the next one starts.
 class contract_generator {
 public:
     explicit contract_generator(const sim::simulated_generator::config& c = {}) : inner_(c) {}
@@ -77,7 +78,8 @@ public:
     std::size_t length(const rag_state& s, const rag_node& n) const { return inner_.length(s, n); }
     void commit(rag_state& s, const rag_node& n) {
         open_generation& g = gens_[s.request];
-        if (!g.open || g.node != &n || g.next_step != std::max<std::size_t>(1, inner_.length(s, n)))
+        if (!g.open || g.node != &n ||
+            (g.next_step != std::max<std::size_t>(1, inner_.length(s, n)) && !inner_.stopped(s.request)))
             breach(s.request, "committed after " + std::to_string(g.next_step) + " steps");
         g.open = false;
         ++commits_;
@@ -91,6 +93,7 @@ public:
         inner_.discard(request);
     }
     void preview(rag_state& s, const rag_node& n) const { inner_.preview(s, n); }
+    bool stopped(std::size_t request) const { return inner_.stopped(request); }
 
     /// The breaches so far, and any generation still open (call after the run).
     [[nodiscard]] std::vector<std::string> breaches() const {

@@ -369,6 +369,30 @@ TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
     }
 }
 
+TEST(RagSchedule, GenerationsEndingAtAnEndOfSequenceMatchTheOracle) {
+    // Generations that may stop after any step (p = 0.15, drawn from their text, so a
+    // speculation over other documents may stop elsewhere): every policy still gives each
+    // request the state it reaches alone, and the stops really shorten generations.
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
+    const auto reqs = mixed_requests(one, hyde, multi, 6.0, 50);
+    const frugal::sim::simulated_generator::config stops{.stop_probability = 0.15};
+    frugal::sim::simulated_generator full;
+    frugal::sim::simulated_retriever ret0;
+    const auto unstopped = frugal::rag::schedule_rag(reqs, full, ret0);
+    for (auto policy : {frugal::rag::rag_policy::sequential, frugal::rag::rag_policy::wavefront}) {
+        frugal::rag::testing::contract_generator gen(stops);
+        frugal::sim::simulated_retriever ret;
+        const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = policy});
+        EXPECT_EQ(gen.breaches(), std::vector<std::string>{});
+        EXPECT_LT(run.gpu_busy, unstopped.gpu_busy);
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+            const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, {}, stops);
+            EXPECT_EQ(run.requests[i].state.values, expect.values) << "request " << i;
+            EXPECT_EQ(run.requests[i].state.retrieved, expect.retrieved) << "request " << i;
+        }
+    }
+}
+
 TEST(RagScheduler, RequestsSubmittedAsTheyArriveRunAsIfKnownUpFront) {
     // The same stream served twice: all at once through schedule_rag, and through a
     // rag_scheduler that is handed each request just before its arrival, runs in 50 ms

@@ -86,6 +86,18 @@ concept rag_previewing_generator = rag_generator<G> && requires(const G& g, rag_
     g.preview(s, n);
 };
 
+/// A generator whose generations may end before `length` steps, at an end-of-sequence token:
+/// after each step the scheduler asks `stopped(request)`, and a generation that stopped is
+/// over (committed, or discarded if it was a speculation that turned out wrong) like one
+/// that ran all its steps. `length(state, node)` is then the most steps a node may take.
+/// @code
+/// static_assert(frugal::rag::rag_stopping_generator<frugal::sim::simulated_generator>);
+/// @endcode
+template <class G>
+concept rag_stopping_generator = rag_generator<G> && requires(const G& g, std::size_t request) {
+    { g.stopped(request) } -> std::convertible_to<bool>;
+};
+
 /// The query type of retriever R: what its `query_of(state, node)` returns.
 template <class R>
 using rag_query_t = std::remove_cvref_t<decltype(std::declval<const R&>().query_of(std::declval<const rag_state&>(),
@@ -506,7 +518,13 @@ private:
             }
             if (slots.empty()) break;
             d += static_cast<double>(gen_.step(std::span<const generation_slot>(slots)));
-            for (const auto& sl : slots) ++at(sl.request).gen.steps;
+            for (const auto& sl : slots) {
+                gen_part& gp = at(sl.request).gen;
+                ++gp.steps;
+                if constexpr (rag_stopping_generator<G>) {
+                    if (gp.steps < gp.length && gen_.stopped(sl.request)) gp.length = gp.steps;  // end of sequence
+                }
+            }
         }
         for (std::size_t i : batch) at(i).gen.busy = true;
         gpu_ = {true, now_ + d, std::move(batch)};
@@ -560,6 +578,7 @@ private:
             ++stats_.rollbacks;
             if (l.gen.steps > 0) gen_.discard(l.req.state.request);  // else the generator never saw it
             l.gen.steps = 0;
+            l.gen.length = std::max<std::size_t>(1, gen_.length(l.req.state, l.req.graph->node(l.gen.node)));
             l.gen.docs = l.req.state.retrieved.back();
             return;
         }

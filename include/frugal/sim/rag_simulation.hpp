@@ -42,6 +42,10 @@ public:
         /// drawn from a hash of the request and its text so far (not of the documents, so a
         /// speculative and a validated run of the same node decode the same number of steps).
         double length_jitter = 0.5;
+        /// The chance that a generation ends after any step (an end-of-sequence token),
+        /// drawn from a hash of its text so far, so a generation over other documents may
+        /// end elsewhere. 0: every generation runs its full length.
+        double stop_probability = 0.0;
     };
     simulated_generator() : simulated_generator(config{}) {}
     explicit simulated_generator(const config& c) : c_(c) {
@@ -51,6 +55,8 @@ public:
                      c.per_context_token_ms, " ms (fixed > 0, the others >= 0)");
         FRUGAL_CHECK(c.length_jitter >= 0.0 && c.length_jitter <= 1.0, "simulated_generator: length_jitter ",
                      c.length_jitter, " is outside [0, 1]");
+        FRUGAL_CHECK(c.stop_probability >= 0.0 && c.stop_probability <= 1.0, "simulated_generator: stop_probability ",
+                     c.stop_probability, " is outside [0, 1]");
     }
     [[nodiscard]] const config& settings() const noexcept { return c_; }
 
@@ -85,6 +91,12 @@ public:
     void preview(rag::rag_state& s, const rag::rag_node&) const {
         s.values["text"] = std::bit_cast<std::int64_t>(s.request < texts_.size() ? texts_[s.request].pending : 0);
     }
+    /// Whether the request's running generation has just decoded an end-of-sequence token.
+    [[nodiscard]] bool stopped(std::size_t request) const noexcept {
+        if (c_.stop_probability == 0.0 || request >= texts_.size()) return false;
+        const std::uint64_t h = hash_combine(texts_[request].pending, 0x5eedULL);
+        return static_cast<double>(h >> 11) * 0x1.0p-53 < c_.stop_probability;
+    }
     /// The request's text: the hash of every generation kept so far (0 before the first).
     [[nodiscard]] std::uint64_t text_of(std::size_t request) const noexcept {
         return request < texts_.size() ? texts_[request].kept : 0;
@@ -101,7 +113,7 @@ private:
     config c_;
     std::vector<text> texts_;  // by request id
 };
-static_assert(rag::rag_previewing_generator<simulated_generator>);
+static_assert(rag::rag_previewing_generator<simulated_generator> && rag::rag_stopping_generator<simulated_generator>);
 
 /// Search cost model of a CPU IVF-Flat index (defaults: HedraRAG's IVF4096 over 38 M
 /// Wikipedia passages of 1024-d e5 embeddings, nprobe 256): list sizes log-normal around
