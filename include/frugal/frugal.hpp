@@ -72,15 +72,18 @@
 // rag
 #include "frugal/rag/cluster_order.hpp"
 #include "frugal/rag/hot_set.hpp"
+#include "frugal/rag/ivf_retriever.hpp"
 #include "frugal/rag/substage.hpp"
 #include "frugal/rag/tiered_ivf.hpp"
 #include "frugal/rag/wavefront.hpp"
 #include "frugal/rag/workflow.hpp"
 
 // retrieve
+#include "frugal/retrieve/distance.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/similarity_index.hpp"
 #include "frugal/retrieve/top_k.hpp"
+#include "frugal/retrieve/vector_index.hpp"
 
 // stream
 #include "frugal/stream/file_layer_loader.hpp"
