@@ -29,6 +29,8 @@ enum class kind { lru, lfu, lfuda, gdsf, wtinylfu };
 // W-TinyLFU's segment logic exactly; the sketch is tested on its own below.
 struct exact_sketch {
     explicit exact_sketch(std::size_t) {}
+    std::size_t capacity() const { return std::numeric_limits<std::size_t>::max(); }  // never resized
+    void resize(std::size_t) {}
     void increment(std::size_t h) { ++counts[h]; }
     unsigned estimate(std::size_t h) const {
         auto it = counts.find(h);
@@ -246,9 +248,9 @@ private:
 template <class Policy>
 void run_against_reference(kind k, std::uint32_t seed, std::size_t capacity, int max_weight) {
     SCOPED_TRACE(testing::Message() << "seed " << seed << " capacity " << capacity << " max weight " << max_weight);
+    std::vector<std::pair<int, eviction_reason>> log;  // outlives the cache: its destructor reports
     frugal::cache::basic_cache<int, int, Policy, value_weigher> cache(capacity);
     reference ref(k, capacity);
-    std::vector<std::pair<int, eviction_reason>> log;
     cache.set_eviction_callback([&](const int& key, int&, eviction_reason r) { log.emplace_back(key, r); });
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> key_dist(0, 40), weight_dist(1, max_weight), op_dist(0, 99), cost_dist(1, 4);
@@ -312,6 +314,7 @@ TEST(CachePolicies, GdsfMatchesReference) { run_suite<frugal::cache::gdsf_policy
 TEST(CachePolicies, WTinyLfuMatchesReference) { run_suite<frugal::cache::wtinylfu_policy<exact_sketch>>(kind::wtinylfu); }
 
 TEST(CacheCore, PinnedEntrySurvivesPressureAndExhaustionRefuses) {
+    std::vector<eviction_reason> reasons;  // outlives the cache: its destructor reports
     frugal::cache::lru_cache<int, int> c(3);
     for (int k = 0; k < 3; ++k) c.put(k, k);
     ASSERT_NE(c.pin(0), nullptr);
@@ -325,7 +328,6 @@ TEST(CacheCore, PinnedEntrySurvivesPressureAndExhaustionRefuses) {
     // Pin everything: a new key is refused, the budget holds.
     ASSERT_NE(c.pin(108), nullptr);
     ASSERT_NE(c.pin(109), nullptr);
-    std::vector<eviction_reason> reasons;
     c.set_eviction_callback([&](const int&, int&, eviction_reason r) { reasons.push_back(r); });
     EXPECT_EQ(c.put(500, 1), put_result::rejected);
     EXPECT_FALSE(c.contains(500));

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <frugal/cache/gdsf_policy.hpp>
+#include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/prefix_tree.hpp>
 
 #include "frugal_test_temp.hpp"
@@ -20,10 +22,55 @@ namespace {
 using seq = std::vector<int>;
 using value = frugal::cache::chunk_value<int>;
 
-template <class Policy>
+enum class kind { lru, lfu, gdsf };
+
+// The leaves a policy may evict, by brute force: each entry's rank is recomputed by the
+// policy's rule on every call, the victim found by a scan. LRU: the last time it entered or
+// was accessed; LFU: (accesses, that time); GDSF: (clock + accesses x cost / bytes computed
+// then, that time), the clock raised to each evicted priority.
+class policy_model {
+public:
+    explicit policy_model(kind k) : kind_(k) {}
+    struct entry {
+        std::uint64_t freq = 0, stamp = 0;
+        double priority = 0, cost = 1, bytes = 1;
+        bool held = false;
+    };
+    void admit(entry& e, double cost, std::size_t bytes) {
+        e.freq = 1;
+        e.cost = cost;
+        e.bytes = static_cast<double>(bytes);
+        enter(e);
+    }
+    void touch(entry& e) {
+        ++e.freq;
+        enter(e);
+    }
+    void reattach(entry& e) { enter(e); }
+    void evicted(const entry& e) {
+        if (kind_ == kind::gdsf) clock_ = e.priority;
+    }
+    bool before(const entry& a, const entry& b) const {
+        if (kind_ == kind::lru) return a.stamp < b.stamp;
+        if (kind_ == kind::lfu) return std::pair(a.freq, a.stamp) < std::pair(b.freq, b.stamp);
+        return std::pair(a.priority, a.stamp) < std::pair(b.priority, b.stamp);
+    }
+
+private:
+    void enter(entry& e) {
+        e.stamp = ++time_;
+        e.priority = clock_ + static_cast<double>(e.freq) * e.cost / e.bytes;
+    }
+    kind kind_;
+    std::uint64_t time_ = 0;
+    double clock_ = 0;
+};
+
+// The tree by brute force: a map from full prefixes to nodes; the policy holds exactly the
+// unpinned leaves; an access to a node outside the policy still counts for it.
 class reference_tree {
 public:
-    explicit reference_tree(std::size_t budget) : budget_(budget) {}
+    reference_tree(kind k, std::size_t budget) : model_(k), budget_(budget) {}
     std::vector<int> log;  // handles of evicted chunks
 
     std::size_t match(const seq& s, std::vector<seq>& pinned_paths) {
@@ -31,14 +78,20 @@ public:
         for (; n < s.size(); ++n) {
             auto it = nodes_.find(seq(s.begin(), s.begin() + static_cast<long>(n) + 1));
             if (it == nodes_.end()) break;
-            touch(it->second);
-            ++it->second.pins;
+            model_.touch(it->second.e);
+            pin(it->second);
             pinned_paths.push_back(it->first);
         }
         return n;
     }
     void release(const std::vector<seq>& paths) {
-        for (const auto& p : paths) --nodes_.at(p).pins;
+        for (auto it = paths.rbegin(); it != paths.rend(); ++it) {
+            node& n = nodes_.at(*it);
+            if (--n.pins == 0) {
+                pinned_bytes_ -= n.v.bytes;
+                maybe_enter(*it);
+            }
+        }
         while (bytes_ > budget_ && evict()) {
         }
     }
@@ -49,20 +102,20 @@ public:
             seq p(s.begin(), s.begin() + static_cast<long>(existing) + 1);
             auto it = nodes_.find(p);
             if (it == nodes_.end()) break;
-            ++it->second.pins;
+            pin(it->second);
             path.push_back(p);
         }
         std::size_t cached = existing;
         for (; cached < s.size(); ++cached) {
+            if (pinned_bytes_ + v[cached].bytes > budget_) break;  // refused before evicting
             while (bytes_ + v[cached].bytes > budget_ && evict()) {
             }
-            if (bytes_ + v[cached].bytes > budget_) break;
             seq p(s.begin(), s.begin() + static_cast<long>(cached) + 1);
             node& n = nodes_[p];
             n.v = v[cached];
             bytes_ += n.v.bytes;
-            touch(n);
-            ++n.pins;
+            model_.admit(n.e, n.v.cost, n.v.bytes);
+            pin(n);
             path.push_back(p);
         }
         release(path);
@@ -78,37 +131,42 @@ public:
 private:
     struct node {
         value v{};
-        std::uint64_t freq = 0, tick = 0;
-        double priority = 0;
+        policy_model::entry e;
         int pins = 0;
     };
-    void touch(node& n) {
-        ++n.freq;
-        n.tick = ++tick_;
-        n.priority = Policy::priority(n.freq, n.tick, n.v.cost, n.v.bytes, clock_);
+    void pin(node& n) {
+        if (n.pins++ == 0) pinned_bytes_ += n.v.bytes;
+        n.e.held = false;
     }
     bool is_leaf(const seq& p) const {
         auto it = nodes_.upper_bound(p);  // children sort right after their parent
         return it == nodes_.end() || it->first.size() <= p.size() || !std::equal(p.begin(), p.end(), it->first.begin());
     }
+    void maybe_enter(const seq& p) {
+        node& n = nodes_.at(p);
+        if (n.pins == 0 && !n.e.held && is_leaf(p)) {
+            model_.reattach(n.e);
+            n.e.held = true;
+        }
+    }
     bool evict() {
         const seq* best = nullptr;
         for (auto& [p, n] : nodes_) {
-            if (n.pins > 0 || !is_leaf(p)) continue;
-            const node& b = best ? nodes_.at(*best) : n;
-            if (best == nullptr || n.priority < b.priority || (n.priority == b.priority && n.tick < b.tick)) best = &p;
+            if (!n.e.held) continue;
+            if (best == nullptr || model_.before(n.e, nodes_.at(*best).e)) best = &p;
         }
         if (best == nullptr) return false;
-        node& v = nodes_.at(*best);
-        clock_ = v.priority;
+        const seq victim = *best;
+        node& v = nodes_.at(victim);
+        model_.evicted(v.e);
         log.push_back(v.v.handle);
         bytes_ -= v.v.bytes;
-        nodes_.erase(*best);
+        nodes_.erase(victim);
+        if (victim.size() > 1) maybe_enter(seq(victim.begin(), victim.end() - 1));
         return true;
     }
-    std::size_t budget_, bytes_ = 0;
-    std::uint64_t tick_ = 0;
-    double clock_ = 0;
+    policy_model model_;
+    std::size_t budget_, bytes_ = 0, pinned_bytes_ = 0;
     std::map<seq, node> nodes_;
 };
 
@@ -125,11 +183,11 @@ std::map<seq, int> contents_of(frugal::cache::prefix_tree<int, int, Policy>& tre
 // Budget 60: a handful of nodes, constant eviction. Budget 1500 over 8 chunk ids: hundreds
 // of nodes, so the node index grows, rehashes and reuses erased slots many times.
 template <class Policy>
-void run_against_reference(std::uint32_t seed, std::size_t budget = 60, int chunk_ids = 4) {
+void run_against_reference(kind k, std::uint32_t seed, std::size_t budget = 60, int chunk_ids = 4) {
     SCOPED_TRACE(testing::Message() << "seed " << seed << " budget " << budget);
+    std::vector<int> log;  // outlives the tree: its destructor reports
     frugal::cache::prefix_tree<int, int, Policy> tree{frugal::memory_budget(budget)};
-    reference_tree<Policy> ref(budget);
-    std::vector<int> log;
+    reference_tree ref(k, budget);
     tree.set_eviction_callback([&](const int&, int& handle, std::size_t) { log.push_back(handle); });
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> chunk(0, chunk_ids - 1), len(1, 6), bytes(1, 12), op(0, 9);
@@ -182,26 +240,26 @@ void run_against_reference(std::uint32_t seed, std::size_t budget = 60, int chun
 }
 
 TEST(PrefixTree, LfuMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_lfu>(s);
-    run_against_reference<frugal::cache::tree_lfu>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::lfu_policy>(kind::lfu, s);
+    run_against_reference<frugal::cache::lfu_policy>(kind::lfu, 5, 1500, 8);
 }
 TEST(PrefixTree, LruMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_lru>(s);
-    run_against_reference<frugal::cache::tree_lru>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::lru_policy>(kind::lru, s);
+    run_against_reference<frugal::cache::lru_policy>(kind::lru, 5, 1500, 8);
 }
 TEST(PrefixTree, GdsfMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_gdsf>(s);
-    run_against_reference<frugal::cache::tree_gdsf>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::gdsf_policy>(kind::gdsf, s);
+    run_against_reference<frugal::cache::gdsf_policy>(kind::gdsf, 5, 1500, 8);
 }
 
 TEST(PrefixTree, PinnedPrefixSurvivesAndOnlyLeavesAreEvicted) {
+    std::vector<int> evicted;  // outlives the tree: its destructor reports
     frugal::cache::prefix_tree<int, int> tree(frugal::memory_budget(10));
     const seq a{1, 2, 3};
     std::vector<value> v{{10, 3}, {11, 3}, {12, 3}};
     ASSERT_EQ(tree.insert(a, v).cached, 3u);
     auto m = tree.match(seq{1, 2});
     ASSERT_EQ(m.length(), 2u);
-    std::vector<int> evicted;
     tree.set_eviction_callback([&](const int&, int& h, std::size_t) { evicted.push_back(h); });
     // 9 bytes used, 6 pinned. A new branch of 2 x 3 bytes: only the leaf {1,2,3} can go.
     auto r = tree.insert(seq{7, 8}, std::vector<value>{{20, 3}, {21, 3}});
@@ -219,8 +277,8 @@ TEST(PrefixTree, LargeTreeOnHugePageBlocksEvictsInOrderAndKeepsTheRest) {
     // Under LRU with distinct one-chunk sequences, the first 50k inserted are the ones
     // evicted, in insertion order; every other chunk stays findable.
     constexpr int total = 200000, kept = 150000;
-    frugal::cache::prefix_tree<int, int, frugal::cache::tree_lru> tree{frugal::memory_budget(kept)};
-    std::vector<int> evicted;
+    std::vector<int> evicted;  // outlives the tree: its destructor reports
+    frugal::cache::prefix_tree<int, int, frugal::cache::lru_policy> tree{frugal::memory_budget(kept)};
     tree.set_eviction_callback([&](const int& id, int& handle, std::size_t) {
         EXPECT_EQ(id, handle);
         evicted.push_back(handle);

@@ -4,9 +4,11 @@
 /// with cost = recompute time it is RAGCache's PGDSF used by PerCache's knowledge tree) and
 /// `lfuda_policy` (LFU with dynamic aging), with `gdsf_cache` and `lfuda_cache`.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/priority_buckets.hpp"
@@ -52,7 +54,10 @@ struct aging_policy {
 
     private:
         double priority(const Node& n) const {
-            return clock_ + static_cast<double>(n.frequency) * Score{}(n.cost, n.weight);
+            // Finite costs (checked by the caches) keep every priority finite: the clamp stops a
+            // product near DBL_MAX from overflowing to infinity and stalling the clock there.
+            return std::min(clock_ + static_cast<double>(n.frequency) * Score{}(n.cost, n.weight),
+                            std::numeric_limits<double>::max());
         }
         detail::priority_buckets<Node, double> buckets_;
         double clock_ = 0.0;
@@ -61,7 +66,10 @@ struct aging_policy {
 
 namespace detail {
 struct gdsf_score {
-    double operator()(double cost, std::size_t weight) const noexcept { return cost / static_cast<double>(weight); }
+    // A zero weight counts as 1: cost / 0 (or 0 / 0) would make the clock infinite (or NaN).
+    double operator()(double cost, std::size_t weight) const noexcept {
+        return cost / static_cast<double>(weight == 0 ? 1 : weight);
+    }
 };
 struct lfuda_score {
     double operator()(double, std::size_t) const noexcept { return 1.0; }
@@ -81,6 +89,7 @@ using gdsf_policy = aging_policy<detail::gdsf_score>;
 /// frugal::cache::lfuda_cache<std::uint64_t, int> c(1000);
 /// @endcode
 using lfuda_policy = aging_policy<detail::lfuda_score>;
+static_assert(cache_policy<gdsf_policy> && cache_policy<lfuda_policy>);
 
 /// A GDSF cache (see `gdsf_policy`).
 template <class Key, class Value, class Weigher = unit_weigher, class Hash = std::hash<Key>,

@@ -43,6 +43,7 @@ struct lfu_policy {
         detail::priority_buckets<Node, std::uint64_t> buckets_;
     };
 };
+static_assert(cache_policy<lfu_policy>);
 
 /// An O(1) LFU cache of `capacity` weight units (entries by default).
 /// @code

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <iterator>
 
 #include <boost/intrusive/list.hpp>
 
@@ -35,6 +36,11 @@ public:
     }
     void move_to_back(Node& n) noexcept { list_.splice(list_.end(), list_, list_.iterator_to(n)); }
     [[nodiscard]] Node* front() noexcept { return list_.empty() ? nullptr : &list_.front(); }
+    /// The entry after `n` (toward the back), or nullptr when `n` is the last.
+    [[nodiscard]] Node* next(Node& n) noexcept {
+        auto it = std::next(list_.iterator_to(n));
+        return it == list_.end() ? nullptr : &*it;
+    }
     [[nodiscard]] bool empty() const noexcept { return list_.empty(); }
     [[nodiscard]] std::size_t weight() const noexcept { return weight_; }
     [[nodiscard]] std::size_t size() const noexcept { return list_.size(); }
@@ -71,6 +77,7 @@ struct lru_policy {
         detail::recency_list<Node> list_;
     };
 };
+static_assert(cache_policy<lru_policy>);
 
 /// An LRU cache of `capacity` weight units (entries by default).
 /// @code

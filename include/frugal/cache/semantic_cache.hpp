@@ -199,9 +199,10 @@ private:
     semantic_cache(std::size_t capacity, detail::qa_weigher weigher, double tau_query, Index index)
         : entries_(capacity, weigher), index_(std::move(index)), unit_(index_.dim()) {
         set_tau(tau_query);
-        // A replaced entry (set_answer) stays, with its slot and text.
+        // A replaced entry (set_answer) stays, with its slot and text; at destruction the
+        // index and the text map go with the bank.
         entries_.set_eviction_callback([this](const entry_id&, entry_type& e, eviction_reason why) {
-            if (why != eviction_reason::replaced) forget(e);
+            if (why != eviction_reason::replaced && why != eviction_reason::destroyed) forget(e);
         });
     }
     std::size_t take_slot() {
