@@ -10,57 +10,91 @@
 #include <functional>
 #include <limits>
 
+#include <boost/intrusive/set.hpp>
+
 #include "frugal/cache/basic_cache.hpp"
-#include "frugal/cache/priority_buckets.hpp"
 
 namespace frugal::cache {
 
+namespace detail {
+struct aging_hook_tag;
+/// Per-entry data of the aging policies: the hook of their ordered set, the priority, the
+/// entry's arrival order in it, its access count and miss cost.
+struct aging_node_data : boost::intrusive::set_base_hook<boost::intrusive::tag<aging_hook_tag>,
+                                                         boost::intrusive::link_mode<boost::intrusive::normal_link>,
+                                                         boost::intrusive::optimize_size<true>> {
+    double priority = 0;
+    std::uint64_t seq = 0;
+    std::uint64_t frequency = 0;
+    double cost = 1.0;
+};
+}  // namespace detail
+
 /// Priority = L + frequency x Score(cost, weight), where the clock L is raised to the
 /// priority of each evicted entry (Cherkasova 1998; Arlitt et al. 2000). The victim has the
-/// lowest priority, the oldest among equals. O(log n) per access.
+/// lowest priority, the first to get it among equals. O(log n) per access: the entries sit in
+/// one intrusive red-black tree ordered by (priority, arrival), since their priorities are
+/// nearly all distinct (a tree of priority buckets would add a level for nothing).
 /// Score for GDSF: cost / weight; for LFUDA: 1.
 template <class Score>
 struct aging_policy {
-    using node_data = detail::bucket_node_data;
+    using node_data = detail::aging_node_data;
     template <class Node>
     class state {
+        struct order {
+            bool operator()(const Node& a, const Node& b) const noexcept {
+                return a.priority < b.priority || (a.priority == b.priority && a.seq < b.seq);
+            }
+        };
+        using set = boost::intrusive::multiset<
+            Node, boost::intrusive::base_hook<boost::intrusive::set_base_hook<
+                      boost::intrusive::tag<detail::aging_hook_tag>, boost::intrusive::link_mode<boost::intrusive::normal_link>,
+                      boost::intrusive::optimize_size<true>>>,
+            boost::intrusive::compare<order>, boost::intrusive::constant_time_size<false>>;
+
     public:
         explicit state(std::size_t /*capacity*/) {}
+        state(const state&) = delete;
+        state& operator=(const state&) = delete;
+        ~state() { set_.clear(); }
         void admit(Node& n, double cost) {
             n.frequency = 1;
             n.cost = cost;
-            buckets_.insert(n, priority(n));
+            enter(n);
         }
         void touch(Node& n) {
             ++n.frequency;
-            buckets_.erase(n);
-            buckets_.insert(n, priority(n));
+            set_.erase(set_.iterator_to(n));
+            enter(n);
         }
-        void remove(Node& n) noexcept { buckets_.erase(n); }
-        void reattach(Node& n) { buckets_.insert(n, priority(n)); }
+        void remove(Node& n) noexcept { set_.erase(set_.iterator_to(n)); }
+        void reattach(Node& n) { enter(n); }
         void replace(Node& n, double cost) {  // one more access, the new cost and weight
             ++n.frequency;
             n.cost = cost;
-            buckets_.insert(n, priority(n));
+            enter(n);
         }
         void evict(Node& n) noexcept {
-            clock_ = buckets_.priority_of(n);
-            buckets_.erase(n);
+            clock_ = n.priority;
+            set_.erase(set_.iterator_to(n));
         }
-        [[nodiscard]] Node* victim() noexcept { return buckets_.front(); }
+        [[nodiscard]] Node* victim() noexcept { return set_.empty() ? nullptr : &*set_.begin(); }
         void set_capacity(std::size_t) noexcept {}
         /// The aging clock L: the priority of the last evicted entry.
         [[nodiscard]] double clock() const noexcept { return clock_; }
 
     private:
-        double priority(const Node& n) const {
-            // Finite costs (checked by the caches) keep every priority finite: the clamp stops a
-            // product near DBL_MAX from overflowing to infinity and stalling the clock there.
-            return std::min(clock_ + static_cast<double>(n.frequency) * Score{}(n.cost, n.weight),
-                            std::numeric_limits<double>::max());
+        // Finite costs (checked by the caches) keep every priority finite: the clamp stops a
+        // product near DBL_MAX from overflowing to infinity and stalling the clock there.
+        void enter(Node& n) {
+            n.priority = std::min(clock_ + static_cast<double>(n.frequency) * Score{}(n.cost, n.weight),
+                                  std::numeric_limits<double>::max());
+            n.seq = ++arrivals_;
+            set_.insert(set_.end(), n);
         }
-        detail::priority_buckets<Node, double> buckets_;
+        set set_;
         double clock_ = 0.0;
+        std::uint64_t arrivals_ = 0;
     };
 };
 

@@ -224,6 +224,7 @@ class prefix_tree {
         // miss in a large tree) among them.
         std::uint32_t pins = 0, depth = 0, children = 0;
         bool in_policy = false;
+        bool admitted = false;  // the policy has seen it (admit)
     };
     using index_type = detail::slot_index<node>;
     using policy_state = typename Policy::template state<node>;
@@ -437,8 +438,11 @@ public:
             FRUGAL_ASSERT(fits(bytes_, v.bytes));
             node* n = s_->create(parent, sequence[r.cached], ns, v);
             bytes_ += v.bytes;
-            policy_->admit(*n, v.cost);
-            n->in_policy = true;
+            if constexpr (expects_newcomers<policy_state>) {
+                // Right after expect(), as the policy's ghost bookkeeping needs.
+                policy_->admit(*n, v.cost);
+                n->admitted = n->in_policy = true;
+            }
             pin(*n);
             lock.path_.push_back(n);
             parent = n;
@@ -595,6 +599,7 @@ public:
             policy_->admit(n, n.chunk_cost);
             policy_->remove(n);
             if constexpr (requires { n.frequency; }) n.frequency = std::max<std::uint64_t>(1, frequencies[i]);
+            n.admitted = true;
             n.in_policy = false;
             maybe_enter_policy(n);
         }
@@ -635,9 +640,21 @@ private:
             policy_->touch(n);
             return;
         }
-        policy_->reattach(n);
+        enter_policy(n);
         policy_->touch(n);
         policy_->remove(n);
+        n.in_policy = false;
+    }
+    // A chunk added while locked is admitted when it first enters the policy (policies without
+    // ghosts; one set operation instead of three per new chunk).
+    void enter_policy(node& n) {
+        if (n.admitted) {
+            policy_->reattach(n);
+        } else {
+            policy_->admit(n, n.chunk_cost);
+            n.admitted = true;
+        }
+        n.in_policy = true;
     }
     void pin(node& n) {
         FRUGAL_CHECK(n.pins < std::numeric_limits<std::uint32_t>::max(), "prefix_tree: a chunk already has ", n.pins,
@@ -665,11 +682,8 @@ private:
         }
     }
     // An unpinned leaf is one the policy may evict.
-    void maybe_enter_policy(node& n) noexcept {
-        if (n.pins == 0 && n.children == 0 && !n.in_policy) {
-            policy_->reattach(n);
-            n.in_policy = true;
-        }
+    void maybe_enter_policy(node& n) {
+        if (n.pins == 0 && n.children == 0 && !n.in_policy) enter_policy(n);
     }
     // Evicts the policy's victim; returns its bytes (0: nothing evictable).
     std::size_t evict_victim(eviction_reason why) {
