@@ -158,8 +158,8 @@ private:
     Cache cache_;
 };
 
-const std::vector<std::string> all_policies = {"lru",  "lfu",  "lfuda", "gdsf", "wtinylfu", "wtinylfu-adaptive", "s3fifo",
-                                               "sieve", "arc", "lirs", "2q", "naive-lru", "naive-lfu"};
+const std::vector<std::string> all_policies = {"lru",   "lfu", "lfuda", "gdsf", "wtinylfu", "wtinylfu-adaptive", "s3fifo",
+                                               "s3fifo-warm", "sieve", "arc", "lirs", "2q", "naive-lru", "naive-lfu"};
 
 std::unique_ptr<replay_run> start_replay(const std::string& p, std::size_t capacity, bool bytes) {
     if (p == "lru") return std::make_unique<cache_replay<frugal_cache<cache::lru_policy>>>(p, capacity, bytes);
@@ -169,6 +169,7 @@ std::unique_ptr<replay_run> start_replay(const std::string& p, std::size_t capac
     if (p == "wtinylfu") return std::make_unique<cache_replay<frugal_cache<cache::wtinylfu_policy<>>>>(p, capacity, bytes);
     if (p == "wtinylfu-adaptive") return std::make_unique<cache_replay<frugal_cache<cache::adaptive_wtinylfu_policy>>>(p, capacity, bytes);
     if (p == "s3fifo") return std::make_unique<cache_replay<frugal_cache<cache::s3fifo_policy>>>(p, capacity, bytes);
+    if (p == "s3fifo-warm") return std::make_unique<cache_replay<frugal_cache<cache::s3fifo_warm_main_policy>>>(p, capacity, bytes);
     if (p == "sieve") return std::make_unique<cache_replay<frugal_cache<cache::sieve_policy>>>(p, capacity, bytes);
     if (p == "arc") return std::make_unique<cache_replay<frugal_cache<cache::arc_policy>>>(p, capacity, bytes);
     if (p == "lirs") return std::make_unique<cache_replay<frugal_cache<cache::lirs_policy>>>(p, capacity, bytes);
@@ -281,8 +282,8 @@ public:
         app.add_option("--trace", trace_, "trace file (plain, gzip or zstd)");
         app.add_option("--format", format_, "trace format")->check(CLI::IsMember({"lines", "arc", "oracle-bin"}))->capture_default_str();
         app.add_option("--policy", policy_, "policy, or all")
-            ->check(CLI::IsMember({"lru", "lfu", "lfuda", "gdsf", "wtinylfu", "wtinylfu-adaptive", "s3fifo", "sieve", "arc",
-                                   "lirs", "2q", "naive-lru", "naive-lfu", "all"}))
+            ->check(CLI::IsMember({"lru", "lfu", "lfuda", "gdsf", "wtinylfu", "wtinylfu-adaptive", "s3fifo", "s3fifo-warm", "sieve",
+                                   "arc", "lirs", "2q", "naive-lru", "naive-lfu", "all"}))
             ->capture_default_str();
         app.add_option("--threads", threads_,
                        "also replay through the sharded LRU on 1 and on N threads (throughput ratio, same run)")

@@ -20,7 +20,7 @@ namespace frugal::cache_model {
 using frugal::cache::eviction_reason;
 using frugal::cache::put_result;
 
-enum class kind { s3fifo, sieve, arc, lirs, two_queue };
+enum class kind { s3fifo, s3fifo_warm_main, sieve, arc, lirs, two_queue };
 
 class model {
 public:
@@ -143,6 +143,7 @@ private:
         kout_ = static_cast<std::size_t>(c * 0.5);
         const auto hir = std::max<std::size_t>(1, static_cast<std::size_t>(c * 0.01));
         lir_max_ = capacity_ > hir ? capacity_ - hir : 0;
+        lirs_ghost_max_ = capacity_ + (capacity_ - lir_max_);
     }
 
     // Evicts policy victims until `extra` more weight fits (entries with pins never go).
@@ -164,6 +165,7 @@ private:
         pending_ = none;
         switch (kind_) {
             case kind::s3fifo:
+            case kind::s3fifo_warm_main:
                 if (take_ghost(ghost_, key)) pending_ = ghost_hit;
                 break;
             case kind::two_queue:
@@ -199,8 +201,9 @@ private:
         incoming_ = 0;
         switch (kind_) {
             case kind::s3fifo:
+            case kind::s3fifo_warm_main:
                 e.freq = 0;
-                e.second = hit || (!has_evicted_ && weight_of(small_, entries_) >= small_max_);
+                e.second = hit || (kind_ == kind::s3fifo_warm_main && !has_evicted_ && weight_of(small_, entries_) >= small_max_);
                 (e.second ? main_ : small_).push_back(key);
                 break;
             case kind::sieve:
@@ -226,7 +229,8 @@ private:
     void touch(int key) {
         entry& e = entries_.at(key);
         switch (kind_) {
-            case kind::s3fifo: e.freq = std::min(e.freq + 1, 3); break;
+            case kind::s3fifo:
+            case kind::s3fifo_warm_main: e.freq = std::min(e.freq + 1, 3); break;
             case kind::sieve: e.second = true; break;
             case kind::arc:
                 if (e.second) {
@@ -318,7 +322,8 @@ private:
     std::optional<int> evict_one(std::size_t extra) {
         (void)extra;
         switch (kind_) {
-            case kind::s3fifo: return s3fifo_evict();
+            case kind::s3fifo:
+            case kind::s3fifo_warm_main: return s3fifo_evict();
             case kind::sieve: return sieve_evict();
             case kind::arc: return arc_evict();
             case kind::lirs: return lirs_evict();
@@ -457,9 +462,9 @@ private:
         const int v = small_.front();
         small_.erase(small_.begin());
         auto it = find_s(v);
-        if (it != s_.end()) {  // stays in S as a non-resident ghost, up to the capacity's worth
+        if (it != s_.end()) {  // stays in S as a non-resident ghost, up to capacity + HIR share
             const std::size_t wv = w(v);
-            if (wv > capacity_) {
+            if (wv > lirs_ghost_max_) {
                 s_.erase(it);
                 return v;
             }
@@ -469,7 +474,7 @@ private:
                 std::size_t ghosts = 0;
                 for (auto& r : s_)
                     if (r.status == srec::nonres && r.key != v) ghosts += r.weight;
-                if (ghosts + wv <= capacity_) break;
+                if (ghosts + wv <= lirs_ghost_max_) break;
                 s_.erase(std::find_if(s_.begin(), s_.end(), [&](const srec& r) { return r.status == srec::nonres && r.key != v; }));
             }
         }
@@ -495,7 +500,7 @@ private:
     enum pending_kind { none, ghost_hit, in_b1, in_b2 };
     kind kind_;
     std::size_t capacity_;
-    std::size_t small_max_ = 0, ghost_max_ = 0, kin_ = 0, kout_ = 0, lir_max_ = 0, incoming_ = 0;
+    std::size_t small_max_ = 0, ghost_max_ = 0, kin_ = 0, kout_ = 0, lir_max_ = 0, lirs_ghost_max_ = 0, incoming_ = 0;
     std::map<int, entry> entries_;
     std::vector<int> small_, main_;  // the two queues (oldest first) of each policy
     std::deque<ghost> ghost_, b1_, b2_;

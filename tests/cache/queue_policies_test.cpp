@@ -96,6 +96,7 @@ void run_suite(kind k) {
 }
 
 TEST(QueuePolicies, S3FifoMatchesModel) { run_suite<frugal::cache::s3fifo_policy>(kind::s3fifo); }
+TEST(QueuePolicies, S3FifoWarmMainMatchesModel) { run_suite<frugal::cache::s3fifo_warm_main_policy>(kind::s3fifo_warm_main); }
 TEST(QueuePolicies, SieveMatchesModel) { run_suite<frugal::cache::sieve_policy>(kind::sieve); }
 TEST(QueuePolicies, ArcMatchesModel) { run_suite<frugal::cache::arc_policy>(kind::arc); }
 TEST(QueuePolicies, LirsMatchesModel) { run_suite<frugal::cache::lirs_policy>(kind::lirs); }

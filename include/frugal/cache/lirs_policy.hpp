@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/ghost_queue.hpp"
@@ -24,7 +25,7 @@ namespace frugal::cache {
 /// S is kept implicitly: every access stamps the entry with a running clock, LIR entries sit
 /// on an LRU list whose front is S's bottom, and an entry is in S when its stamp is newer than
 /// that bottom's, so stack pruning costs nothing. Non-resident ghosts (hashes, weights and
-/// stamps) are kept up to the capacity's worth, the oldest dropped first.
+/// stamps) are kept up to the capacity plus the HIR share, the oldest dropped first.
 /// @code
 /// frugal::cache::lirs_cache<std::uint64_t, int> c(1000);
 /// @endcode
@@ -92,7 +93,11 @@ struct lirs_policy {
         void set_capacity(std::size_t capacity) {
             const auto hir = std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<double>(capacity) * 0.01));
             lir_max_ = capacity > hir ? capacity - hir : 0;
-            ghost_max_ = capacity;
+            // With the LIR set full, S (LIR entries and ghosts) spans at most twice the
+            // capacity, the bound libCacheSim puts on its stack.
+            const std::size_t share = capacity - lir_max_;
+            ghost_max_ = capacity > std::numeric_limits<std::size_t>::max() - share ? std::numeric_limits<std::size_t>::max()
+                                                                                   : capacity + share;
             while (ghosts_.weight() > ghost_max_) ghosts_.pop_front();
             demote_overflow();
         }

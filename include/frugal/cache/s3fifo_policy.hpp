@@ -13,11 +13,13 @@
 
 namespace frugal::cache {
 
-/// S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP 2023), as
-/// libCacheSim defines it: a small FIFO of 10% of the capacity, a main FIFO of the rest and a
-/// ghost FIFO remembering the hashes of up to 90% of the capacity's worth of entries evicted
-/// from the small queue. A new key enters the small queue, or the main queue when its hash is
-/// a ghost (or while the small queue is full before the first eviction). Each hit adds one to
+/// S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP 2023): a
+/// small FIFO of 10% of the capacity, a main FIFO of the rest and a ghost FIFO remembering the
+/// hashes of up to 90% of the capacity's worth of entries evicted from the small queue. A new
+/// key enters the small queue, or the main queue when its hash is a ghost. With `WarmMain`
+/// (libCacheSim's later S3FIFO), a new key also goes to the main queue while the small queue
+/// is full and nothing has been evicted yet, so a cold cache fills its main queue first; the
+/// default is the paper's algorithm (libCacheSim's S3FIFOv0). Each hit adds one to
 /// a 2-bit counter (at most 3). Eviction takes from the small queue unless the main queue is
 /// over its share (or the small one is empty): a small-queue entry hit at least twice moves to
 /// the main queue (counter reset), otherwise it is evicted and its hash joins the ghost; a
@@ -27,8 +29,10 @@ namespace frugal::cache {
 /// the small queue still enters it.
 /// @code
 /// frugal::cache::s3fifo_cache<std::uint64_t, int> c(1000);
+/// frugal::cache::basic_cache<int, int, frugal::cache::s3fifo_warm_main_policy> w(1000);
 /// @endcode
-struct s3fifo_policy {
+template <bool WarmMain = false>
+struct basic_s3fifo_policy {
     struct node_data : detail::lru_hook {
         std::uint8_t freq = 0;
         bool in_main = false;
@@ -45,7 +49,7 @@ struct s3fifo_policy {
             n.freq = 0;
             const bool ghost_hit = pending_ghost_ && pending_hash_ == n.hash;
             pending_ghost_ = false;
-            n.in_main = ghost_hit || (!has_evicted_ && small_.weight() >= small_max_);
+            n.in_main = ghost_hit || (WarmMain && !has_evicted_ && small_.weight() >= small_max_);
             list(n).push_back(n);
         }
         void touch(Node& n) noexcept { n.freq = static_cast<std::uint8_t>(std::min(n.freq + 1, 3)); }
@@ -99,7 +103,11 @@ struct s3fifo_policy {
         bool pending_ghost_ = false, has_evicted_ = false;
     };
 };
-static_assert(cache_policy<s3fifo_policy>);
+/// S3-FIFO as the paper defines it (see `basic_s3fifo_policy`).
+using s3fifo_policy = basic_s3fifo_policy<false>;
+/// S3-FIFO filling its main queue first in a cold cache (see `basic_s3fifo_policy`).
+using s3fifo_warm_main_policy = basic_s3fifo_policy<true>;
+static_assert(cache_policy<s3fifo_policy> && cache_policy<s3fifo_warm_main_policy>);
 
 /// An S3-FIFO cache of `capacity` weight units (entries by default).
 /// @code
