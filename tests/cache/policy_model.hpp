@@ -46,7 +46,7 @@ public:
         if (it->second.pins == 0) touch(key);
         return true;
     }
-    put_result put(int key, std::size_t w) {
+    put_result put(int key, std::size_t w, double /*cost*/ = 1.0) {
         std::size_t pinned_total = 0;
         for (auto& [k, e] : entries_)
             if (e.pins > 0) pinned_total += e.weight;

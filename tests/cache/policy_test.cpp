@@ -18,6 +18,8 @@
 #include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
+#include "policy_driver.hpp"
+
 namespace {
 
 using frugal::cache::eviction_reason;
@@ -254,41 +256,15 @@ void run_against_reference(kind k, std::uint32_t seed, std::size_t capacity, int
     cache.set_eviction_callback([&](const int& key, int&, eviction_reason r) { log.emplace_back(key, r); });
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> key_dist(0, 40), weight_dist(1, max_weight), op_dist(0, 99), cost_dist(1, 4);
-    std::vector<int> pinned;
+    frugal::cache_model::checked_pair<decltype(cache), reference> pair{cache, ref, log, {}};
     for (int step = 0; step < 3000; ++step) {
         const int op = op_dist(rng);
         const int key = key_dist(rng);
-        if (op < 50) {
-            ASSERT_EQ(cache.get(key) != nullptr, ref.get(key)) << "step " << step;
-        } else if (op < 85) {
+        const std::string failure = pair.step(op, key, [&] {
             const int w = weight_dist(rng);
-            const double cost = cost_dist(rng);
-            if (ref.pinned(key)) {
-                EXPECT_THROW(cache.put(key, w, cost), frugal::invalid_argument);
-            } else {
-                ASSERT_EQ(cache.put(key, w, cost), ref.put(key, w, cost)) << "step " << step;
-            }
-        } else if (op < 90) {
-            if (ref.pinned(key)) {
-                EXPECT_THROW(cache.erase(key), frugal::invalid_argument);
-            } else {
-                ASSERT_EQ(cache.erase(key), ref.erase(key));
-            }
-        } else if (op < 95) {
-            const bool hit = ref.pin(key);
-            ASSERT_EQ(cache.pin(key) != nullptr, hit);
-            if (hit) pinned.push_back(key);
-        } else if (!pinned.empty()) {
-            const std::size_t i = static_cast<std::size_t>(key) % pinned.size();
-            cache.unpin(pinned[i]);
-            ref.unpin(pinned[i]);
-            pinned.erase(pinned.begin() + static_cast<std::ptrdiff_t>(i));
-        }
-        ASSERT_EQ(log, ref.log) << "step " << step;
-        ASSERT_EQ(cache.weight(), ref.total());
-        if (pinned.empty()) {
-            ASSERT_LE(cache.weight(), capacity);
-        }
+            return std::pair<int, double>(w, cost_dist(rng));
+        });
+        ASSERT_EQ(failure, "") << "step " << step;
     }
     std::vector<int> keys;
     for (int key = 0; key <= 40; ++key) {

@@ -15,8 +15,8 @@
 #include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/prefix_tree.hpp>
 
-#include "frugal_test_temp.hpp"
 #include "prefix_tree_model.hpp"
+#include "temp_files.hpp"
 
 namespace {
 
@@ -146,17 +146,7 @@ TEST(PrefixTree, LargeTreeOnHugePageBlocksEvictsInOrderAndKeepsTheRest) {
     for (int i = 0; i < total; i += 997) EXPECT_EQ(tree.cached_length(seq{i}), i < total - kept ? 0u : 1u) << i;
 }
 
-class PrefixTreeFiles : public ::testing::Test {
-protected:
-    std::filesystem::path dir = frugal::testing::temp_path_for_test("frugal_prefix_tree");
-    void SetUp() override { std::filesystem::create_directories(dir); }
-    void TearDown() override { std::filesystem::remove_all(dir); }
-    std::string read(const std::filesystem::path& p) {
-        std::ifstream f(p, std::ios::binary);
-        return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-    }
-    void write(const std::filesystem::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-};
+using PrefixTreeFiles = frugal::cache_model::temp_files;
 
 TEST_F(PrefixTreeFiles, SaveLoadRoundTripsAndCorruptFilesAreClearErrors) {
     frugal::cache::prefix_tree<int, int> tree(frugal::memory_budget(1000));

@@ -1,8 +1,11 @@
 // S3-FIFO, SIEVE, ARC, LIRS and 2Q against the brute-force models of policy_model.hpp on random
 // operation sequences with byte weights, pins, replacements and erasures (every eviction and
 // its reason compared), plus behaviours each paper names.
+#include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 #include <frugal/cache/sieve_policy.hpp>
 #include <frugal/cache/two_queue_policy.hpp>
 
+#include "policy_driver.hpp"
 #include "policy_model.hpp"
 
 namespace {
@@ -35,48 +39,13 @@ void run_against_model(kind k, std::uint32_t seed, std::size_t capacity, int max
     cache.set_eviction_callback([&](const int& key, int&, eviction_reason r) { log.emplace_back(key, r); });
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> key_dist(0, keys - 1), weight_dist(1, max_weight), op_dist(0, 99);
-    std::vector<int> pinned;
+    frugal::cache_model::checked_pair<decltype(cache), frugal::cache_model::model> pair{cache, ref, log, {}};
     for (int step = 0; step < 4000; ++step) {
         const int op = op_dist(rng);
         // Skewed keys: half the requests go to the first eighth, so that entries are reused.
         const int key = op % 2 == 0 ? key_dist(rng) % std::max(1, keys / 8) : key_dist(rng);
-        if (op < 55) {
-            ASSERT_EQ(cache.get(key) != nullptr, ref.get(key)) << "step " << step;
-        } else if (op < 88) {
-            const int w = weight_dist(rng);
-            if (ref.pinned(key)) {
-                EXPECT_THROW(cache.put(key, w), frugal::invalid_argument);
-            } else {
-                ASSERT_EQ(cache.put(key, w), ref.put(key, static_cast<std::size_t>(w))) << "step " << step;
-            }
-        } else if (op < 92) {
-            if (ref.pinned(key)) {
-                EXPECT_THROW(cache.erase(key), frugal::invalid_argument);
-            } else {
-                ASSERT_EQ(cache.erase(key), ref.erase(key));
-            }
-        } else if (op < 96) {
-            const bool hit = ref.pin(key);
-            ASSERT_EQ(cache.pin(key) != nullptr, hit);
-            if (hit) pinned.push_back(key);
-        } else if (!pinned.empty()) {
-            const std::size_t i = static_cast<std::size_t>(key) % pinned.size();
-            cache.unpin(pinned[i]);
-            ref.unpin(pinned[i]);
-            pinned.erase(pinned.begin() + static_cast<std::ptrdiff_t>(i));
-        }
-        if (log != ref.log) {
-            for (std::size_t i = log.size() > 6 ? log.size() - 6 : 0; i < std::max(log.size(), ref.log.size()); ++i)
-                ADD_FAILURE() << i << ": " << (i < log.size() ? log[i].first : -1) << "/"
-                              << (i < log.size() ? int(log[i].second) : -1) << " vs "
-                              << (i < ref.log.size() ? ref.log[i].first : -1) << "/"
-                              << (i < ref.log.size() ? int(ref.log[i].second) : -1) << " op " << op << " key " << key;
-            FAIL() << "step " << step;
-        }
-        ASSERT_EQ(cache.weight(), ref.total());
-        if (pinned.empty()) {
-            ASSERT_LE(cache.weight(), capacity);
-        }
+        const std::string failure = pair.step(op, key, [&] { return std::pair<int, double>(weight_dist(rng), 1.0); });
+        ASSERT_EQ(failure, "") << "step " << step;
     }
     std::vector<int> held;
     for (int key = 0; key < keys; ++key)

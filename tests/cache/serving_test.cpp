@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -12,6 +13,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -24,7 +26,7 @@
 #include <frugal/cache/semantic_cache.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
-#include "frugal_test_temp.hpp"
+#include "temp_files.hpp"
 
 namespace {
 
@@ -321,17 +323,7 @@ TEST(PrefixTreeServing, EveryChunkLeavesThroughTheCallback) {
     EXPECT_EQ(seen[eviction_reason::destroyed], 2);
 }
 
-class CacheFiles : public ::testing::Test {
-protected:
-    std::filesystem::path dir = frugal::testing::temp_path_for_test("frugal_cache_files");
-    void SetUp() override { std::filesystem::create_directories(dir); }
-    void TearDown() override { std::filesystem::remove_all(dir); }
-    std::string read(const std::filesystem::path& p) {
-        std::ifstream f(p, std::ios::binary);
-        return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-    }
-    void write(const std::filesystem::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-};
+using CacheFiles = frugal::cache_model::temp_files;
 
 using bank = fc::semantic_cache<std::string>;
 std::vector<float> unit(std::size_t dim, std::size_t hot) {

@@ -27,6 +27,16 @@ std::string read(const std::filesystem::path& p) {
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
+// The bytes `obj.save` writes.
+template <class T>
+std::string saved(const T& obj) {
+    const auto p = scratch("seed");
+    obj.save(p);
+    std::string bytes = read(p);
+    std::filesystem::remove(p);
+    return bytes;
+}
+
 const std::string& tree_file() {
     static const std::string bytes = [] {
         fc::prefix_tree<std::uint32_t, std::uint32_t> t(frugal::memory_budget(1000));
@@ -34,11 +44,7 @@ const std::string& tree_file() {
         t.insert(std::vector<std::uint32_t>{1, 2, 3}, v);
         t.insert(std::vector<std::uint32_t>{1, 7}, std::vector<fc::chunk_value<std::uint32_t>>{{1, 10}, {9, 30}});
         t.insert(std::vector<std::uint32_t>{4}, std::vector<fc::chunk_value<std::uint32_t>>{{5, 8}}, 3);
-        const auto p = scratch("tree_seed");
-        t.save(p);
-        std::string b = read(p);
-        std::filesystem::remove(p);
-        return b;
+        return saved(t);
     }();
     return bytes;
 }
@@ -49,11 +55,7 @@ const std::string& bank_file() {
         b.insert("what is kv", std::vector<float>{1, 0, 0, 0}, std::string("keys and values"), {1, 2});
         b.insert("page size", std::vector<float>{0, 1, 0.5f, 0});
         b.insert("adapter", std::vector<float>{0, 0, 1, 1}, std::string(""), {}, 0.25f);
-        const auto p = scratch("bank_seed");
-        b.save(p);
-        std::string s = read(p);
-        std::filesystem::remove(p);
-        return s;
+        return saved(b);
     }();
     return bytes;
 }

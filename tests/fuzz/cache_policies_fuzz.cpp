@@ -8,8 +8,11 @@
 #include <frugal/cache/two_queue_policy.hpp>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "../cache/policy_driver.hpp"
 #include "../cache/policy_model.hpp"
 #include "fuzz.hpp"
 
@@ -31,33 +34,14 @@ void run(kind k, frugal::fuzz::input& in) {
     frugal::cache::basic_cache<int, int, Policy, value_weigher> cache(capacity);
     frugal::cache_model::model ref(k, capacity);
     cache.set_eviction_callback([&](const int& key, int&, eviction_reason r) { log.emplace_back(key, r); });
-    std::vector<int> pinned;
+    frugal::cache_model::checked_pair<decltype(cache), frugal::cache_model::model> pair{cache, ref, log, {}};
     for (int step = 0; step < 2000 && !in.empty(); ++step) {
-        const auto op = in.below(100);
+        const int op = static_cast<int>(in.below(100));
         const int key = static_cast<int>(in.below(static_cast<std::uint64_t>(keys)));
-        if (op < 50) {
-            FRUGAL_FUZZ_CHECK((cache.get(key) != nullptr) == ref.get(key), "get %d at step %d", key, step);
-        } else if (op < 85) {
-            const int w = 1 + static_cast<int>(in.below(static_cast<std::uint64_t>(max_weight)));
-            if (ref.pinned(key)) continue;
-            const auto got = cache.put(key, w);
-            FRUGAL_FUZZ_CHECK(got == ref.put(key, static_cast<std::size_t>(w)), "put %d (%d) at step %d", key, w, step);
-        } else if (op < 90) {
-            if (ref.pinned(key)) continue;
-            FRUGAL_FUZZ_CHECK(cache.erase(key) == ref.erase(key), "erase %d at step %d", key, step);
-        } else if (op < 95) {
-            const bool hit = ref.pin(key);
-            FRUGAL_FUZZ_CHECK((cache.pin(key) != nullptr) == hit, "pin %d at step %d", key, step);
-            if (hit) pinned.push_back(key);
-        } else if (!pinned.empty()) {
-            const std::size_t i = static_cast<std::size_t>(key) % pinned.size();
-            cache.unpin(pinned[i]);
-            ref.unpin(pinned[i]);
-            pinned.erase(pinned.begin() + static_cast<std::ptrdiff_t>(i));
-        }
-        FRUGAL_FUZZ_CHECK(log == ref.log, "eviction logs differ at step %d", step);
-        FRUGAL_FUZZ_CHECK(cache.weight() == ref.total(), "weights differ at step %d", step);
-        FRUGAL_FUZZ_CHECK(!pinned.empty() || cache.weight() <= capacity, "over capacity at step %d", step);
+        const std::string failure = pair.step(op, key, [&] {
+            return std::pair<int, double>(1 + static_cast<int>(in.below(static_cast<std::uint64_t>(max_weight))), 1.0);
+        });
+        FRUGAL_FUZZ_CHECK(failure.empty(), "%s at step %d", failure.c_str(), step);
     }
 }
 

@@ -31,7 +31,7 @@ struct arc_policy {
         bool in_t2 = false;
     };
     template <class Node>
-    class state {
+    class state : public detail::on_recency_lists<state<Node>, Node> {
     public:
         explicit state(std::size_t capacity) : capacity_(capacity) {}
         void expect(std::size_t h, std::size_t weight) noexcept {
@@ -64,12 +64,6 @@ struct arc_policy {
             t1_.erase(n);
             n.in_t2 = true;
             t2_.push_back(n);
-        }
-        void remove(Node& n) noexcept { list(n).erase(n); }
-        void reattach(Node& n) noexcept { list(n).push_back(n); }
-        void replace(Node& n, double /*cost*/) noexcept {
-            reattach(n);
-            touch(n);
         }
         /// REPLACE's choice, after the directory trimming of the miss case at hand (Fig. 4).
         [[nodiscard]] Node* victim() noexcept {
@@ -130,6 +124,7 @@ struct arc_policy {
             const bool from_t1 = !t1_.empty() && (t1 > p_ || (pending_ == ghost::b2 && t1 == p_) || t2_.empty());
             return from_t1 ? t1_.front() : t2_.front();
         }
+        friend detail::on_recency_lists<state, Node>;
         detail::recency_list<Node>& list(const Node& n) noexcept { return n.in_t2 ? t2_ : t1_; }
 
         std::size_t capacity_;

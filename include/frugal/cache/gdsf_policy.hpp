@@ -90,7 +90,7 @@ struct aging_policy {
             n.priority = std::min(clock_ + static_cast<double>(n.frequency) * Score{}(n.cost, n.weight),
                                   std::numeric_limits<double>::max());
             n.seq = ++arrivals_;
-            set_.insert(set_.end(), n);
+            set_.insert(n);
         }
         set set_;
         double clock_ = 0.0;

@@ -203,4 +203,38 @@ private:
     static_assert(sizeof(slot) == 8);
 };
 
+/// A `ghost_queue` bounded by weight, with the newcomer bookkeeping the ghost-based policies
+/// share: `expect` looks a new key up (forgetting it) before the evictions made for it,
+/// `recalled` then tells `admit` whether that key was a ghost, and `remember` records an
+/// evicted entry, dropping the oldest records to stay within the bound (an entry heavier than
+/// the bound is not recorded).
+class ghost_filter {
+public:
+    void set_limit(std::uint64_t limit) noexcept {
+        limit_ = limit;
+        while (queue_.weight() > limit_) queue_.pop_front();
+    }
+    void expect(std::uint64_t hash) noexcept {
+        pending_hash_ = hash;
+        pending_ = queue_.erase(hash);
+    }
+    /// Whether `hash` is the expected key and was a ghost (once).
+    [[nodiscard]] bool recalled(std::uint64_t hash) noexcept {
+        const bool hit = pending_ && pending_hash_ == hash;
+        pending_ = false;
+        return hit;
+    }
+    void remember(std::uint64_t hash, std::uint64_t weight, std::uint64_t stamp = 0) {
+        if (weight > limit_) return;
+        while (queue_.weight() + weight > limit_) queue_.pop_front();
+        queue_.push_back(hash, weight, stamp);
+    }
+    [[nodiscard]] ghost_queue& queue() noexcept { return queue_; }
+
+private:
+    ghost_queue queue_;
+    std::uint64_t limit_ = 0, pending_hash_ = 0;
+    bool pending_ = false;
+};
+
 }  // namespace frugal::cache::detail

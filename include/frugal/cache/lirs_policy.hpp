@@ -40,9 +40,9 @@ struct lirs_policy {
         explicit state(std::size_t capacity) { set_capacity(capacity); }
         void expect(std::size_t h, std::size_t /*weight*/) noexcept {
             pending_hash_ = h;
-            const auto g = ghosts_.find(h);
+            const auto g = ghosts_.queue().find(h);
             pending_in_stack_ = g && in_stack(g->stamp);
-            if (g) ghosts_.erase(h);
+            if (g) ghosts_.queue().erase(h);
         }
         void admit(Node& n, double /*cost*/) {
             const bool was_ghost = pending_in_stack_ && pending_hash_ == n.hash;
@@ -85,10 +85,9 @@ struct lirs_policy {
             list(n).erase(n);
             if (n.lir || !in_stack(n.stamp)) return;
             // A resident HIR entry still in S stays there as a non-resident ghost.
-            while (!ghosts_.empty() && !in_stack(ghosts_.front()->stamp)) ghosts_.pop_front();  // pruned
-            if (n.weight > ghost_max_) return;
-            while (ghosts_.weight() + n.weight > ghost_max_) ghosts_.pop_front();
-            ghosts_.push_back(n.hash, n.weight, n.stamp);
+            auto& q = ghosts_.queue();
+            while (!q.empty() && !in_stack(q.front()->stamp)) q.pop_front();  // pruned from S
+            ghosts_.remember(n.hash, n.weight, n.stamp);
         }
         void set_capacity(std::size_t capacity) {
             const auto hir = std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<double>(capacity) * 0.01));
@@ -96,9 +95,8 @@ struct lirs_policy {
             // With the LIR set full, S (LIR entries and ghosts) spans at most twice the
             // capacity, the bound libCacheSim puts on its stack.
             const std::size_t share = capacity - lir_max_;
-            ghost_max_ = capacity > std::numeric_limits<std::size_t>::max() - share ? std::numeric_limits<std::size_t>::max()
-                                                                                   : capacity + share;
-            while (ghosts_.weight() > ghost_max_) ghosts_.pop_front();
+            ghosts_.set_limit(capacity > std::numeric_limits<std::size_t>::max() - share ? std::numeric_limits<std::size_t>::max()
+                                                                                       : capacity + share);
             demote_overflow();
         }
         [[nodiscard]] std::size_t lir_weight() const noexcept { return lir_.weight(); }
@@ -123,9 +121,9 @@ struct lirs_policy {
         detail::recency_list<Node>& list(const Node& n) noexcept { return n.lir ? lir_ : q_; }
 
         detail::recency_list<Node> lir_, q_;
-        detail::ghost_queue ghosts_;
+        detail::ghost_filter ghosts_;
         std::uint64_t clock_ = 0;
-        std::size_t lir_max_ = 0, ghost_max_ = 0, pending_hash_ = 0;
+        std::size_t lir_max_ = 0, pending_hash_ = 0;
         bool pending_in_stack_ = false;
     };
 };

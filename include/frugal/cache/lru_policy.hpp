@@ -51,6 +51,22 @@ private:
         list_;
     std::size_t weight_ = 0;
 };
+/// remove, reattach and replace for a policy whose entries each sit on one of its recency
+/// lists, the one `Derived::list(n)` names: remove unlinks the entry, reattach appends it to
+/// the same list, replace reattaches it and counts one access (`Derived::touch`).
+template <class Derived, class Node>
+class on_recency_lists {
+public:
+    void remove(Node& n) noexcept { self().list(n).erase(n); }
+    void reattach(Node& n) { self().list(n).push_back(n); }
+    void replace(Node& n, double /*cost*/) {
+        reattach(n);
+        self().touch(n);
+    }
+
+private:
+    Derived& self() noexcept { return static_cast<Derived&>(*this); }
+};
 }  // namespace detail
 
 /// Least-recently-used replacement: the victim is the entry whose last access is oldest.

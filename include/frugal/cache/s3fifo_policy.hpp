@@ -38,27 +38,17 @@ struct basic_s3fifo_policy {
         bool in_main = false;
     };
     template <class Node>
-    class state {
+    class state : public detail::on_recency_lists<state<Node>, Node> {
     public:
         explicit state(std::size_t capacity) { set_capacity(capacity); }
-        void expect(std::size_t h, std::size_t /*weight*/) noexcept {
-            pending_hash_ = h;
-            pending_ghost_ = ghost_.erase(h);
-        }
+        void expect(std::size_t h, std::size_t /*weight*/) noexcept { ghost_.expect(h); }
         void admit(Node& n, double /*cost*/) noexcept {
             n.freq = 0;
-            const bool ghost_hit = pending_ghost_ && pending_hash_ == n.hash;
-            pending_ghost_ = false;
+            const bool ghost_hit = ghost_.recalled(n.hash);
             n.in_main = ghost_hit || (WarmMain && !has_evicted_ && small_.weight() >= small_max_);
             list(n).push_back(n);
         }
         void touch(Node& n) noexcept { n.freq = static_cast<std::uint8_t>(std::min(n.freq + 1, 3)); }
-        void remove(Node& n) noexcept { list(n).erase(n); }
-        void reattach(Node& n) noexcept { list(n).push_back(n); }
-        void replace(Node& n, double /*cost*/) noexcept {
-            reattach(n);
-            touch(n);
-        }
         /// Runs the queue moves of S3-FIFO's eviction until an entry is to leave.
         [[nodiscard]] Node* victim() noexcept {
             for (;;) {
@@ -81,26 +71,24 @@ struct basic_s3fifo_policy {
         void evict(Node& n) {
             has_evicted_ = true;
             list(n).erase(n);
-            if (n.in_main || n.weight > ghost_max_) return;
-            while (ghost_.weight() + n.weight > ghost_max_) ghost_.pop_front();
-            ghost_.push_back(n.hash, n.weight);
+            if (!n.in_main) ghost_.remember(n.hash, n.weight);
         }
         void set_capacity(std::size_t capacity) noexcept {
             small_max_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.1);
             main_max_ = capacity - small_max_;
-            ghost_max_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.9);
-            while (ghost_.weight() > ghost_max_) ghost_.pop_front();
+            ghost_.set_limit(static_cast<std::size_t>(static_cast<double>(capacity) * 0.9));
         }
         /// Weight held by the small and the main queue (unpinned entries).
         [[nodiscard]] std::size_t small_weight() const noexcept { return small_.weight(); }
         [[nodiscard]] std::size_t main_weight() const noexcept { return main_.weight(); }
 
     private:
+        friend detail::on_recency_lists<state, Node>;
         detail::recency_list<Node>& list(const Node& n) noexcept { return n.in_main ? main_ : small_; }
         detail::recency_list<Node> small_, main_;
-        detail::ghost_queue ghost_;
-        std::size_t small_max_ = 0, main_max_ = 0, ghost_max_ = 0, pending_hash_ = 0;
-        bool pending_ghost_ = false, has_evicted_ = false;
+        detail::ghost_filter ghost_;
+        std::size_t small_max_ = 0, main_max_ = 0;
+        bool has_evicted_ = false;
     };
 };
 /// S3-FIFO as the paper defines it (see `basic_s3fifo_policy`).

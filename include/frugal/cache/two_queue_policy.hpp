@@ -26,26 +26,16 @@ struct two_queue_policy {
         bool in_am = false;
     };
     template <class Node>
-    class state {
+    class state : public detail::on_recency_lists<state<Node>, Node> {
     public:
         explicit state(std::size_t capacity) { set_capacity(capacity); }
-        void expect(std::size_t h, std::size_t /*weight*/) noexcept {
-            pending_hash_ = h;
-            pending_ghost_ = a1out_.erase(h);
-        }
+        void expect(std::size_t h, std::size_t /*weight*/) noexcept { a1out_.expect(h); }
         void admit(Node& n, double /*cost*/) noexcept {
-            n.in_am = pending_ghost_ && pending_hash_ == n.hash;
-            pending_ghost_ = false;
+            n.in_am = a1out_.recalled(n.hash);
             list(n).push_back(n);
         }
         void touch(Node& n) noexcept {
             if (n.in_am) am_.move_to_back(n);
-        }
-        void remove(Node& n) noexcept { list(n).erase(n); }
-        void reattach(Node& n) noexcept { list(n).push_back(n); }
-        void replace(Node& n, double /*cost*/) noexcept {
-            reattach(n);
-            touch(n);
         }
         [[nodiscard]] Node* victim() noexcept {
             if (!a1in_.empty() && (a1in_.weight() > kin_ || am_.empty())) return a1in_.front();
@@ -53,22 +43,19 @@ struct two_queue_policy {
         }
         void evict(Node& n) {
             list(n).erase(n);
-            if (n.in_am || n.weight > kout_) return;
-            while (a1out_.weight() + n.weight > kout_) a1out_.pop_front();
-            a1out_.push_back(n.hash, n.weight);
+            if (!n.in_am) a1out_.remember(n.hash, n.weight);
         }
         void set_capacity(std::size_t capacity) noexcept {
             kin_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.25);
-            kout_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.5);
-            while (a1out_.weight() > kout_) a1out_.pop_front();
+            a1out_.set_limit(static_cast<std::size_t>(static_cast<double>(capacity) * 0.5));
         }
 
     private:
+        friend detail::on_recency_lists<state, Node>;
         detail::recency_list<Node>& list(const Node& n) noexcept { return n.in_am ? am_ : a1in_; }
         detail::recency_list<Node> a1in_, am_;
-        detail::ghost_queue a1out_;
-        std::size_t kin_ = 0, kout_ = 0, pending_hash_ = 0;
-        bool pending_ghost_ = false;
+        detail::ghost_filter a1out_;
+        std::size_t kin_ = 0;
     };
 };
 static_assert(cache_policy<two_queue_policy>);
