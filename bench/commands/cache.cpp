@@ -234,6 +234,23 @@ record sharded_run(const std::vector<trace_request>& trace, std::size_t capacity
             {"mops_per_s", seconds > 0 ? n / seconds / 1e6 : 0.0}};
 }
 
+// Seconds `threads` threads take to share a fixed amount of pure arithmetic: the speedup the
+// machine offers right now (a shared machine may give fewer cores than it has), measured
+// beside the sharded cache's so the two can be compared.
+double arithmetic_seconds(std::size_t threads) {
+    std::vector<std::uint64_t> sink(threads * 8, 0);  // a cache line per thread
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            std::uint64_t x = t + 1;
+            for (std::uint64_t i = 0; i < (std::uint64_t{1} << 27) / threads; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+            sink[t * 8] = x;
+        });
+    for (auto& th : pool) th.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Zipf(alpha) over `keys` ranks by Gray et al.'s generator (YCSB's ZipfianGenerator),
 // ranks scrambled by a bijective 64-bit mix so hot keys are not adjacent.
 std::vector<trace_request> zipf_trace(double alpha, std::uint64_t keys, std::uint64_t ops, std::uint64_t seed) {
@@ -305,20 +322,22 @@ public:
             sink.add(std::move(r));
         }
         if (threads_ > 0) {
-            // Alternating 1-thread and N-thread runs, three of each; the medians' ratio.
-            std::vector<double> one, many;
+            // Alternating 1-thread and N-thread runs, three of each; the medians' ratio, and the
+            // same for pure arithmetic (what the machine offers), measured in between.
+            std::vector<double> one, many, ideal;
             record last;
             for (int round = 0; round < 3; ++round) {
                 one.push_back(sharded_run(trace, capacity_, 1, bytes_)["mops_per_s"].get<double>());
                 last = sharded_run(trace, capacity_, threads_, bytes_);
                 many.push_back(last["mops_per_s"].get<double>());
+                ideal.push_back(arithmetic_seconds(1) / arithmetic_seconds(threads_));
             }
-            std::sort(one.begin(), one.end());
-            std::sort(many.begin(), many.end());
+            for (auto* v : {&one, &many, &ideal}) std::sort(v->begin(), v->end());
             last["trace"] = label;
             last["mops_per_s"] = many[1];
             last["mops_per_s_1_thread"] = one[1];
             last["speedup"] = one[1] > 0 ? many[1] / one[1] : 0.0;
+            last["arithmetic_speedup"] = ideal[1];
             sink.add(std::move(last));
         }
         return 0;

@@ -3,6 +3,7 @@
 /// sharded_cache: an opt-in thread-safe wrapper of any frugal cache, by lock striping.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -126,8 +127,13 @@ private:
         mutable std::mutex mutex;
         Cache cache;
     };
+    // The shard comes from another mix of the key's hash than the one each shard's index
+    // uses (hash_mix): with the same bits choosing both, a shard's keys would share their low
+    // bucket bits and crowd a fraction of its buckets. Multiply-shift maps the top 32 bits
+    // onto any shard count.
     shard& shard_of(const key_type& key) {
-        return *shards_[(hash_mix(hash_(key)) >> 7) % shards_.size()];
+        const std::uint64_t h = hash_combine(static_cast<std::uint64_t>(hash_(key)), 0x5851F42D4C957F2Dull) >> 32;
+        return *shards_[static_cast<std::size_t>((h * shards_.size()) >> 32)];
     }
 
     [[no_unique_address]] Hash hash_;
