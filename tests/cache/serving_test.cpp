@@ -51,11 +51,14 @@ std::string message_of(auto&& f) {
     return "(no exception)";
 }
 
+template <class C>
+concept can_expire = requires(C& c) { c.set_expiry(fc::expiry{}); };
+
 TEST(CacheExpiry, TimeToLiveAfterWriteAndAfterAccessWithAFakeClock) {
     using namespace std::chrono_literals;
     fake_clock clock;
     std::vector<std::pair<int, eviction_reason>> log;
-    fc::lru_cache<int, int> c(10);
+    fc::expiring_cache<int, int, fc::lru_policy> c(10);
     c.set_eviction_callback([&](const int& k, int&, eviction_reason r) { log.emplace_back(k, r); });
     c.set_expiry({.ttl = 10s, .after_access = false, .clock = clock.fn()});
     c.put(1, 1);
@@ -83,6 +86,10 @@ TEST(CacheExpiry, TimeToLiveAfterWriteAndAfterAccessWithAFakeClock) {
     EXPECT_EQ(c.purge_expired(), 2u) << "2 (written, never refreshed) and 3";
     EXPECT_EQ(c.size(), 0u);
     EXPECT_THROW(c.set_expiry({.ttl = -1s}), frugal::invalid_argument);
+    static_assert(sizeof(fc::lru_cache<std::uint64_t, std::uint32_t>::node_type) + 8 ==
+                      sizeof(fc::expiring_cache<std::uint64_t, std::uint32_t, fc::lru_policy>::node_type),
+                  "only caches with expiry carry a deadline");
+    static_assert(!can_expire<fc::lru_cache<int, int>> && can_expire<decltype(c)>);
 }
 
 TEST(CacheOwnership, EveryExitGoesThroughTheCallbackWithItsReason) {
@@ -90,7 +97,7 @@ TEST(CacheOwnership, EveryExitGoesThroughTheCallbackWithItsReason) {
     int live = 0;  // values handed to the cache and not yet released by the callback
     {
         auto weigh = [](const int&, const int& v) { return static_cast<std::size_t>(v); };
-        fc::lru_cache<int, int, decltype(weigh)> c(10, weigh);
+        fc::expiring_cache<int, int, fc::lru_policy, decltype(weigh)> c(10, weigh);
         c.set_eviction_callback([&](const int&, int&, eviction_reason r) {
             ++seen[r];
             --live;

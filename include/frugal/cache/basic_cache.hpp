@@ -57,6 +57,27 @@ struct expiry {
     clock_type clock = [] { return std::chrono::steady_clock::now(); };
 };
 
+/// The `Expiry` argument of `basic_cache` for caches without a time to live (the default):
+/// entries carry no deadline and lookups read no clock.
+struct no_expiry {};
+/// The `Expiry` argument of `basic_cache` for caches whose entries may expire
+/// (`basic_cache::set_expiry`): each entry carries an 8-byte deadline.
+/// @code
+/// frugal::cache::expiring_cache<std::string, reply, frugal::cache::lru_policy> c(10000);
+/// c.set_expiry({.ttl = std::chrono::minutes(10)});
+/// @endcode
+struct with_expiry {};
+
+namespace detail {
+/// The deadline an entry carries when its cache has expiry (nothing otherwise).
+template <bool>
+struct entry_deadline {};
+template <>
+struct entry_deadline<true> {
+    std::int64_t expires_at = 0;  // steady-clock nanoseconds; 0: never
+};
+}  // namespace detail
+
 /// Counters of a cache since construction or the last `reset_stats()`.
 /// @code
 /// auto s = cache.stats();
@@ -213,8 +234,8 @@ struct map_index {
 
 /// One cache entry: the user's key and value, its weight and pin count, the index hook and
 /// the policy's per-entry data (list hooks, frequency, priority).
-template <class Key, class Value, class PolicyData, class IndexHook>
-struct cache_node : PolicyData {
+template <class Key, class Value, class PolicyData, class IndexHook, bool Deadline = false>
+struct cache_node : PolicyData, detail::entry_deadline<Deadline> {
     template <class K, class V>
     cache_node(K&& k, V&& v, std::size_t w, std::size_t h)
         : key(std::forward<K>(k)), value(std::forward<V>(v)), weight(w), hash(h) {}
@@ -226,7 +247,6 @@ struct cache_node : PolicyData {
     std::uint32_t pins = 0;  // beside the value: fills its padding when the value is small
     std::size_t weight;
     std::size_t hash;
-    std::int64_t expires_at = 0;  // steady-clock nanoseconds; 0: never (no expiry set)
 };
 
 /// Generic cache: any key and value, a `cache_policy` (`lru_policy`, `lfu_policy`,
@@ -240,7 +260,8 @@ struct cache_node : PolicyData {
 /// anything is evicted. Every entry that leaves passes through the eviction callback with its
 /// reason: eviction, refusal, replacement, erase, clear, expiry and destruction of the cache
 /// (reason `destroyed`, pinned entries included), so a callback that frees what the values
-/// own loses nothing. Hits, replacements and (in steady state) misses allocate nothing:
+/// own loses nothing. With `Expiry = with_expiry` (`expiring_cache`) entries may be given a
+/// time to live (`set_expiry`). Hits, replacements and (in steady state) misses allocate nothing:
 /// entries sit on Boost.Intrusive hooks and freed entries are recycled.
 /// @code
 /// frugal::cache::lru_cache<std::uint64_t, block_handle> c(1000);
@@ -248,14 +269,16 @@ struct cache_node : PolicyData {
 /// if (auto* v = c.get(42)) use(*v); else c.put(42, load(42));
 /// @endcode
 template <class Key, class Value, class Policy, class Weigher = unit_weigher, class Hash = std::hash<Key>,
-          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
-    requires cache_policy<Policy>
+          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index, class Expiry = no_expiry>
+    requires cache_policy<Policy> && (std::same_as<Expiry, no_expiry> || std::same_as<Expiry, with_expiry>)
 class basic_cache {
+    static constexpr bool expiring = std::same_as<Expiry, with_expiry>;
+
 public:
     using key_type = Key;
     using mapped_type = Value;
     using policy_type = Policy;
-    using node_type = cache_node<Key, Value, typename Policy::node_data, typename Index::hook>;
+    using node_type = cache_node<Key, Value, typename Policy::node_data, typename Index::hook, expiring>;
     using callback_type = std::function<void(const Key&, Value&, eviction_reason)>;
     static_assert(cache_policy<Policy, node_type>);
 
@@ -289,8 +312,10 @@ public:
     /// Gives entries a time to live (see `expiry`), from the next write or access on; a zero
     /// `ttl` turns expiry off. An expired entry is removed (reason `expired`) when it is next
     /// looked up, or by `purge_expired`; until then it may also leave by eviction. Pinned
-    /// entries do not expire while pinned.
-    void set_expiry(expiry e) {
+    /// entries do not expire while pinned. Only with `Expiry = with_expiry`.
+    void set_expiry(expiry e)
+        requires expiring
+    {
         FRUGAL_CHECK(e.ttl.count() >= 0, "basic_cache::set_expiry: negative time to live ", e.ttl.count(), " ns");
         FRUGAL_CHECK(e.ttl.count() == 0 || e.clock, "basic_cache::set_expiry: a time to live needs a clock");
         expiry_ = std::move(e);
@@ -298,7 +323,9 @@ public:
 
     /// Removes every unpinned entry whose time to live ran out (reason `expired`); returns
     /// how many. O(n).
-    std::size_t purge_expired() {
+    std::size_t purge_expired()
+        requires expiring
+    {
         if (expiry_.ttl.count() == 0) return 0;
         const std::int64_t now = now_ns();
         std::vector<node_type*> dead;
@@ -428,21 +455,25 @@ private:
     [[nodiscard]] static bool expired(const node_type& n, std::int64_t now) noexcept {
         return n.expires_at != 0 && now >= n.expires_at;
     }
-    void stamp(node_type& n) {
-        if (expiry_.ttl.count() == 0) {
-            n.expires_at = 0;
-            return;
+    void stamp([[maybe_unused]] node_type& n) {
+        if constexpr (expiring) {
+            if (expiry_.ttl.count() == 0) {
+                n.expires_at = 0;
+                return;
+            }
+            const std::int64_t now = now_ns(), ttl = expiry_.ttl.count();
+            n.expires_at = now > std::numeric_limits<std::int64_t>::max() - ttl ? std::numeric_limits<std::int64_t>::max()
+                                                                                 : std::max<std::int64_t>(1, now + ttl);
         }
-        const std::int64_t now = now_ns(), ttl = expiry_.ttl.count();
-        n.expires_at = now > std::numeric_limits<std::int64_t>::max() - ttl ? std::numeric_limits<std::int64_t>::max()
-                                                                             : std::max<std::int64_t>(1, now + ttl);
     }
     node_type* access(const Key& key) {
         const std::size_t h = hash_of(key);
         node_type* n = index_.find(key, h);
-        if (n != nullptr && n->expires_at != 0 && n->pins == 0 && expired(*n, now_ns())) {
-            remove(n, eviction_reason::expired);
-            n = nullptr;
+        if constexpr (expiring) {
+            if (n != nullptr && n->expires_at != 0 && n->pins == 0 && expired(*n, now_ns())) {
+                remove(n, eviction_reason::expired);
+                n = nullptr;
+            }
         }
         if (n == nullptr) {
             ++stats_.misses;
@@ -451,7 +482,9 @@ private:
         ++stats_.hits;
         stats_.bytes_hit += n->weight;
         if (n->pins == 0) policy_.touch(*n);
-        if (expiry_.after_access && n->expires_at != 0) stamp(*n);
+        if constexpr (expiring) {
+            if (expiry_.after_access && n->expires_at != 0) stamp(*n);
+        }
         return n;
     }
     // Whether `extra` more weight fits beside `held` (no overflow for any sizes).
@@ -600,5 +633,14 @@ private:
         return v;
     }();
 };
+
+/// A cache whose entries may be given a time to live (`basic_cache` with `with_expiry`).
+/// @code
+/// frugal::cache::expiring_cache<std::string, reply, frugal::cache::lru_policy> c(10000);
+/// c.set_expiry({.ttl = std::chrono::minutes(10), .after_access = true});
+/// @endcode
+template <class Key, class Value, class Policy, class Weigher = unit_weigher, class Hash = std::hash<Key>,
+          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
+using expiring_cache = basic_cache<Key, Value, Policy, Weigher, Hash, KeyEqual, Index, with_expiry>;
 
 }  // namespace frugal::cache

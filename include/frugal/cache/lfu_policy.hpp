@@ -19,7 +19,9 @@ namespace frugal::cache {
 /// frugal::cache::basic_cache<int, std::string, frugal::cache::lfu_policy> c(100);
 /// @endcode
 struct lfu_policy {
-    using node_data = detail::bucket_node_data;
+    struct node_data : detail::bucket_node_data {
+        std::uint64_t frequency = 0;
+    };
     template <class Node>
     class state {
     public:

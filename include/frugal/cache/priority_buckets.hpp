@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// priority_buckets: entries grouped in buckets of equal priority, buckets ordered by
-/// priority; the engine of the LFU policy.
+/// priority; the engine of the LFU and LFUDA policies.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,11 +20,9 @@ struct bucket_entry_tag;
 using bucket_entry_hook = boost::intrusive::list_base_hook<boost::intrusive::tag<bucket_entry_tag>,
                                                            boost::intrusive::link_mode<boost::intrusive::normal_link>>;
 
-/// Per-entry data of the bucket policies: the bucket hook, access count and the bucket the
-/// entry is in.
+/// Per-entry data of the bucket policies: the bucket hook and the bucket the entry is in.
 struct bucket_node_data : bucket_entry_hook {
     void* bucket = nullptr;
-    std::uint64_t frequency = 0;
 };
 
 /// Buckets of entries with equal priority in an intrusive red-black tree (O(log b) for an
