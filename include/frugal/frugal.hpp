@@ -41,17 +41,24 @@
 #include "frugal/draft/verify.hpp"
 
 // cache
+#include "frugal/cache/arc_policy.hpp"
 #include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/cache_policy.hpp"
 #include "frugal/cache/count_min_sketch.hpp"
 #include "frugal/cache/embedding_row_cache.hpp"
 #include "frugal/cache/gdsf_policy.hpp"
+#include "frugal/cache/ghost_queue.hpp"
 #include "frugal/cache/lfu_policy.hpp"
+#include "frugal/cache/lirs_policy.hpp"
 #include "frugal/cache/lru_policy.hpp"
 #include "frugal/cache/percache_scheduler.hpp"
 #include "frugal/cache/prefix_tree.hpp"
 #include "frugal/cache/priority_buckets.hpp"
+#include "frugal/cache/s3fifo_policy.hpp"
 #include "frugal/cache/semantic_cache.hpp"
 #include "frugal/cache/sharded_cache.hpp"
+#include "frugal/cache/sieve_policy.hpp"
+#include "frugal/cache/two_queue_policy.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
 
 // prune
