@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -86,7 +87,11 @@ public:
         if (!file_) FRUGAL_FAIL(runtime_error, "file_kv_source: cannot open '", path_, "'");
         std::error_code ec;
         const auto size = std::filesystem::file_size(path, ec);
-        const std::uintmax_t want = 2ull * kv_heads * tokens * head_dim * sizeof(float);
+        constexpr std::uintmax_t max_floats = std::numeric_limits<std::uintmax_t>::max() / (2 * sizeof(float));
+        FRUGAL_CHECK(kv_heads > 0 && tokens > 0 && head_dim > 0 && head_dim <= max_floats / kv_heads / tokens,
+                     "file_kv_source: ", kv_heads, " KV heads x ", tokens, " tokens x head_dim ", head_dim,
+                     " is empty or overflows 64-bit byte sizes");
+        const std::uintmax_t want = 2 * sizeof(float) * kv_heads * tokens * head_dim;
         if (ec || size != want) {
             FRUGAL_FAIL(runtime_error, "file_kv_source: '", path_, "' holds ", ec ? 0 : size, " bytes, expected ", want,
                         " for ", kv_heads, " KV heads of ", tokens, " x ", head_dim);
@@ -96,7 +101,9 @@ public:
     [[nodiscard]] std::size_t tokens() const noexcept { return tokens_; }
     [[nodiscard]] std::size_t head_dim() const noexcept { return dim_; }
     void load(std::size_t head, std::size_t begin, matrix_view<float> k, matrix_view<float> v) {
-        FRUGAL_CHECK_AS(out_of_range, head < heads_ && begin + k.rows() <= tokens_, "file_kv_source: rows [", begin,
+        FRUGAL_CHECK_AS(out_of_range, head < heads_ && begin <= tokens_ && k.rows() <= tokens_ - begin &&
+                                          v.rows() == k.rows() && k.cols() == dim_ && v.cols() == dim_,
+                        "file_kv_source: rows [", begin,
                         ", ", begin + k.rows(), ") of head ", head, " outside ", heads_, " x ", tokens_);
         read((head * tokens_ + begin) * dim_, k);
         read(((heads_ + head) * tokens_ + begin) * dim_, v);
