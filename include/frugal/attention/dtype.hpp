@@ -159,7 +159,9 @@ inline void to_floats(const T* src, float* dst, std::size_t n) noexcept {
     if constexpr (std::is_same_v<U, bfloat16>) {
         for (; i + 16 <= n; i += 16) {
             const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-            _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+            // The zero-masked forms: gcc 12 reports the unmasked ones' undefined passthrough as uninitialized.
+            const __m512i w = _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), h);
+            _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), w, 16)));
         }
     }
 #elif !defined(__CUDACC__) && defined(__AVX2__)
@@ -173,7 +175,8 @@ inline void to_floats(const T* src, float* dst, std::size_t n) noexcept {
 #if !defined(__CUDACC__) && defined(__AVX512F__)
     if constexpr (std::is_same_v<U, float16>) {
         for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+            _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(__mmask16(0xffff),
+                                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
     }
 #elif !defined(__CUDACC__) && defined(__F16C__)
     if constexpr (std::is_same_v<U, float16>) {
@@ -200,8 +203,8 @@ inline void from_floats(const float* src, T* dst, std::size_t n) noexcept {
 #if !defined(__CUDACC__) && defined(__AVX512BF16__) && defined(__AVX512VL__)
     if constexpr (std::is_same_v<T, bfloat16>) {
         for (; i + 16 <= n; i += 16) {
-            const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
-            std::memcpy(dst + i, &h, sizeof h);
+            const __m256bh h = _mm512_maskz_cvtneps_pbh(__mmask16(0xffff), _mm512_loadu_ps(src + i));
+            std::memcpy(static_cast<void*>(dst + i), &h, sizeof h);
         }
     }
 #endif

@@ -67,78 +67,115 @@ public:
     }
 
     /// The decode step on one unmasked block of keys (see `frugal::attention::decode_tile_backend`):
-    /// scores as `batch::size` dot products at a time reduced with `haddp`, the row step as
-    /// in `online_softmax_tile`, then P V accumulated four vectors of `o` at a time.
+    /// scores `batch::size` keys at a time with one transposed reduction (`haddp`), the
+    /// row step on each row's scores, then P V with each value vector loaded once for four rows.
     void decode_tile(matrix_view<const float> q, matrix_view<const float> k, matrix_view<const float> v,
                      matrix_view<float> s, matrix_view<float> o, std::span<float> m, std::span<float> l) const {
-        using batch = xsimd::batch<float>;
-        constexpr std::size_t lanes = batch::size;
-        const std::size_t rows = q.rows(), n = k.rows(), d = q.cols(), dv = d - d % lanes;
-        FRUGAL_ASSERT(s.rows() == rows && s.cols() == n && o.rows() == rows && o.cols() == d && v.rows() == n);
-        // s = q k^T
-        for (std::size_t r = 0; r < rows; ++r) {
-            const float* qr = q.row(r).data();
-            float* sr = s.row(r).data();
-            std::size_t j = 0;
-            for (; j + lanes <= n; j += lanes) {
-                std::array<batch, lanes> acc;
-                acc.fill(batch(0.0f));
-                for (std::size_t c = 0; c < dv; c += lanes) {
-                    const batch qc = batch::load_unaligned(qr + c);
-                    for (std::size_t u = 0; u < lanes; ++u)
-                        acc[u] = xsimd::fma(qc, batch::load_unaligned(k.row(j + u).data() + c), acc[u]);
-                }
-                batch dots = xsimd::haddp(acc.data());
-                if (dv < d) {
-                    alignas(64) std::array<float, lanes> tail{};
-                    for (std::size_t u = 0; u < lanes; ++u)
-                        for (std::size_t c = dv; c < d; ++c) tail[u] += qr[c] * k.row(j + u)[c];
-                    dots += batch::load_aligned(tail.data());
-                }
-                dots.store_unaligned(sr + j);
-            }
-            for (; j < n; ++j) sr[j] = dot(std::span<const float>(qr, d), k.row(j));
-        }
-        // The online-softmax row step; o is rescaled by alpha.
+        const std::size_t rows = q.rows(), n = k.rows();
+        FRUGAL_ASSERT(s.rows() == rows && s.cols() == n && o.rows() == rows && o.cols() == q.cols() && v.rows() == n);
+        scores(q, k, s);
         for (std::size_t r = 0; r < rows; ++r) {
             float alpha = 0.0f;
             online_softmax_tile(s.row_block(r, 1), m.subspan(r, 1), l.subspan(r, 1), std::span<float>(&alpha, 1));
-            if (alpha != 1.0f) {
-                float* orow = o.row(r).data();
-                std::size_t c = 0;
-                for (; c < dv; c += lanes) (batch::load_unaligned(orow + c) * alpha).store_unaligned(orow + c);
-                for (; c < d; ++c) orow[c] *= alpha;
-            }
+            if (alpha != 1.0f) scale_row(o.row(r), alpha);
         }
-        // o += P v, four vectors of a row's output held in registers across the block's keys.
-        for (std::size_t r = 0; r < rows; ++r) {
-            const float* sr = s.row(r).data();
-            float* orow = o.row(r).data();
-            std::size_t c = 0;
-            for (; c + 4 * lanes <= d; c += 4 * lanes) {
-                batch a0 = batch::load_unaligned(orow + c), a1 = batch::load_unaligned(orow + c + lanes);
-                batch a2 = batch::load_unaligned(orow + c + 2 * lanes), a3 = batch::load_unaligned(orow + c + 3 * lanes);
-                for (std::size_t j = 0; j < n; ++j) {
-                    const batch p(sr[j]);
-                    const float* vj = v.row(j).data() + c;
-                    a0 = xsimd::fma(p, batch::load_unaligned(vj), a0);
-                    a1 = xsimd::fma(p, batch::load_unaligned(vj + lanes), a1);
-                    a2 = xsimd::fma(p, batch::load_unaligned(vj + 2 * lanes), a2);
-                    a3 = xsimd::fma(p, batch::load_unaligned(vj + 3 * lanes), a3);
+        std::size_t r = 0;
+        for (; r + 4 <= rows; r += 4) accumulate_rows<4>(s.row_block(r, 4), v, o.row_block(r, 4));
+        for (; r < rows; ++r) accumulate_rows<1>(s.row_block(r, 1), v, o.row_block(r, 1));
+    }
+
+private:
+    using batch = xsimd::batch<float>;
+    static constexpr std::size_t lanes = batch::size;
+
+    /// The order to hand `lanes` accumulators to `xsimd::haddp` so that lane i of the result
+    /// is the sum of accumulator i. Probed once: xsimd 8's AVX-512 `haddp` returns lanes
+    /// 2-5 and 10-13 permuted, other versions and ISAs in order.
+    [[nodiscard]] static const std::array<std::size_t, lanes>& haddp_order() {
+        static const std::array<std::size_t, lanes> order = [] {
+            std::array<batch, lanes> probe;
+            for (std::size_t u = 0; u < lanes; ++u) probe[u] = batch(static_cast<float>(u));
+            alignas(64) std::array<float, lanes> sums{};
+            xsimd::haddp(probe.data()).store_aligned(sums.data());
+            std::array<std::size_t, lanes> inverse{};
+            for (std::size_t i = 0; i < lanes; ++i) inverse[static_cast<std::size_t>(sums[i]) / lanes] = i;
+            return inverse;
+        }();
+        return order;
+    }
+
+    /// s = q k^T. Blocks of `row_group` rows x `key_group` keys (one accumulator each,
+    /// `lanes` in all) share every K and Q load and are reduced by one `haddp`.
+    static void scores(matrix_view<const float> q, matrix_view<const float> k, matrix_view<float> s) {
+        constexpr std::size_t key_group = lanes >= 4 ? 4 : lanes, row_group = lanes / key_group;
+        const std::size_t rows = q.rows(), n = k.rows(), d = k.cols();
+        std::size_t r = 0;
+        if (d % lanes == 0) {
+            const auto& order = haddp_order();
+            for (; r + row_group <= rows; r += row_group) {
+                std::size_t j = 0;
+                for (; j + key_group <= n; j += key_group) {
+                    std::array<batch, lanes> acc;
+                    acc.fill(batch(0.0f));
+                    for (std::size_t c = 0; c < d; c += lanes) {
+                        std::array<batch, key_group> kc;
+                        for (std::size_t u = 0; u < key_group; ++u) kc[u] = batch::load_unaligned(k.row(j + u).data() + c);
+                        for (std::size_t g = 0; g < row_group; ++g) {
+                            const batch qc = batch::load_unaligned(q.row(r + g).data() + c);
+                            for (std::size_t u = 0; u < key_group; ++u)
+                                acc[g * key_group + u] = xsimd::fma(qc, kc[u], acc[g * key_group + u]);
+                        }
+                    }
+                    std::array<batch, lanes> ordered;
+                    for (std::size_t u = 0; u < lanes; ++u) ordered[u] = acc[order[u]];
+                    alignas(64) std::array<float, lanes> sums;
+                    xsimd::haddp(ordered.data()).store_aligned(sums.data());
+                    for (std::size_t g = 0; g < row_group; ++g)
+                        for (std::size_t u = 0; u < key_group; ++u) s(r + g, j + u) = sums[g * key_group + u];
                 }
-                a0.store_unaligned(orow + c);
-                a1.store_unaligned(orow + c + lanes);
-                a2.store_unaligned(orow + c + 2 * lanes);
-                a3.store_unaligned(orow + c + 3 * lanes);
+                for (; j < n; ++j)
+                    for (std::size_t g = 0; g < row_group; ++g) s(r + g, j) = dot(q.row(r + g), k.row(j));
             }
-            for (; c + lanes <= d; c += lanes) {
-                batch a = batch::load_unaligned(orow + c);
-                for (std::size_t j = 0; j < n; ++j) a = xsimd::fma(batch(sr[j]), batch::load_unaligned(v.row(j).data() + c), a);
-                a.store_unaligned(orow + c);
-            }
-            for (; c < d; ++c)
-                for (std::size_t j = 0; j < n; ++j) orow[c] += sr[j] * v(j, c);
         }
+        for (; r < rows; ++r)
+            for (std::size_t j = 0; j < n; ++j) s(r, j) = dot(q.row(r), k.row(j));
+    }
+
+    static void scale_row(std::span<float> row, float alpha) {
+        std::size_t c = 0;
+        for (; c + lanes <= row.size(); c += lanes) (batch::load_unaligned(row.data() + c) * alpha).store_unaligned(row.data() + c);
+        for (; c < row.size(); ++c) row[c] *= alpha;
+    }
+
+    /// o[r] += sum_j p[r, j] v_j for `Rows` rows, two vectors of each row's output in
+    /// registers while the block's value rows stream by.
+    template <std::size_t Rows>
+    static void accumulate_rows(matrix_view<const float> p, matrix_view<const float> v, matrix_view<float> o) {
+        const std::size_t n = v.rows(), d = v.cols();
+        std::size_t c = 0;
+        for (; c + 2 * lanes <= d; c += 2 * lanes) {
+            std::array<batch, Rows> a0, a1;
+            for (std::size_t r = 0; r < Rows; ++r) {
+                a0[r] = batch::load_unaligned(o.row(r).data() + c);
+                a1[r] = batch::load_unaligned(o.row(r).data() + c + lanes);
+            }
+            for (std::size_t j = 0; j < n; ++j) {
+                const float* vj = v.row(j).data() + c;
+                const batch v0 = batch::load_unaligned(vj), v1 = batch::load_unaligned(vj + lanes);
+                for (std::size_t r = 0; r < Rows; ++r) {
+                    const batch pr(p(r, j));
+                    a0[r] = xsimd::fma(pr, v0, a0[r]);
+                    a1[r] = xsimd::fma(pr, v1, a1[r]);
+                }
+            }
+            for (std::size_t r = 0; r < Rows; ++r) {
+                a0[r].store_unaligned(o.row(r).data() + c);
+                a1[r].store_unaligned(o.row(r).data() + c + lanes);
+            }
+        }
+        for (; c < d; ++c)
+            for (std::size_t r = 0; r < Rows; ++r)
+                for (std::size_t j = 0; j < n; ++j) o(r, c) += p(r, j) * v(j, c);
     }
 };
 
