@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "frugal/attention/dtype.hpp"
@@ -224,15 +225,30 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     }
     q_tile_ = std::min(options.q_tile, std::max<std::size_t>(longest_prefill, 1));
 
-    // Work items with their cost (query rows x keys) for the longest-first order.
-    std::vector<std::pair<double, batch_work_item>> work;
+    // Work items with their cost (query rows x keys) for the longest-first order. Counted
+    // first: a plan holds its items, so their number is bounded before anything is allocated.
     const attention_mask& mask = options.mask;
+    const auto chunk_range = [&](std::size_t s) {
+        const auto ql = static_cast<std::int64_t>(q_len(s)), kl = static_cast<std::int64_t>(kv_lens_[s]);
+        const auto kb = static_cast<std::size_t>(mask.key_begin(0, ql, kl));
+        const auto ke = std::max(kb, static_cast<std::size_t>(mask.key_end(ql - 1, ql, kl)));
+        const std::size_t c0 = kb / kv_chunk_;
+        return std::tuple{kb, ke, c0, std::max(c0 + 1, (ke + kv_chunk_ - 1) / kv_chunk_)};
+    };
+    constexpr std::size_t max_items = std::size_t(1) << 26;
+    std::size_t count = 0;
+    for (std::size_t s = 0; s < n && count <= max_items; ++s) {
+        const auto [kb, ke, c0, c1] = chunk_range(s);
+        count += kv_heads_ * (is_decode(s) ? c1 - c0 : (q_len(s) + q_tile_ - 1) / q_tile_);
+    }
+    FRUGAL_CHECK(count <= max_items, "batch plan: the batch splits into more than 2^26 work items (q_tile ", q_tile_,
+                 ", kv_chunk ", kv_chunk_, "); use larger tiles or chunks");
+    std::vector<std::pair<double, batch_work_item>> work;
+    work.reserve(count);
     for (std::size_t s = 0; s < n; ++s) {
         const auto ql = static_cast<std::int64_t>(q_len(s)), kl = static_cast<std::int64_t>(kv_lens_[s]);
         if (is_decode(s)) {
-            const auto kb = static_cast<std::size_t>(mask.key_begin(0, ql, kl));
-            const auto ke = std::max(kb, static_cast<std::size_t>(mask.key_end(ql - 1, ql, kl)));
-            const std::size_t c0 = kb / kv_chunk_, c1 = std::max(c0 + 1, (ke + kv_chunk_ - 1) / kv_chunk_);
+            const auto [kb, ke, c0, c1] = chunk_range(s);
             for (std::size_t h = 0; h < kv_heads_; ++h) {
                 const std::size_t first = slots_;
                 for (std::size_t c = c0; c < c1; ++c) {
