@@ -30,19 +30,22 @@ namespace frugal::attention {
 
 /// A backend's optional fused decode step on one block of keys that every query row
 /// sees (no mask inside the block): with `q` the `R x d` query rows already multiplied
-/// by the base-2 score scale, `k`/`v` the block's `n x d` key and value rows and `s` an
-/// `R x n` scratch tile, it folds the block into the rows' online-softmax state:
-/// s = q k^T, per row m' = max(m, max_j s), l = 2^(m - m') l + sum_j 2^(s_j - m'),
-/// o = 2^(m - m') o + sum_j 2^(s_j - m') v_j, m = m'. Backends without it get a
-/// portable loop (and masked blocks always take the portable loop).
+/// by the base-2 score scale, `k`/`v` the block's `n x d` key and value rows stored as
+/// `T` and `s` an `R x n` scratch tile, it folds the block into the rows' online-softmax
+/// state: s = q k^T, per row m' = max(m, max_j s), l = 2^(m - m') l + sum_j 2^(s_j - m'),
+/// o = 2^(m - m') o + sum_j 2^(s_j - m') v_j, m = m'. A backend that takes bf16/fp16
+/// rows converts them itself (in registers); for the others the driver converts the block
+/// to fp32 first. Backends without it get a portable loop (and masked blocks always do).
 /// @code
-/// void decode_tile(frugal::matrix_view<const float> q, frugal::matrix_view<const float> k,
-///                  frugal::matrix_view<const float> v, frugal::matrix_view<float> s,
+/// template <class T>
+/// void decode_tile(frugal::matrix_view<const float> q, frugal::matrix_view<const T> k,
+///                  frugal::matrix_view<const T> v, frugal::matrix_view<float> s,
 ///                  frugal::matrix_view<float> o, std::span<float> m, std::span<float> l) const;
 /// @endcode
-template <class B>
-concept decode_tile_backend = requires(const B& b, matrix_view<const float> c, matrix_view<float> w, std::span<float> v) {
-    { b.decode_tile(c, c, c, w, w, v, v) } -> std::same_as<void>;
+template <class B, class T = float>
+concept decode_tile_backend = requires(const B& b, matrix_view<const float> q, matrix_view<const T> kv,
+                                       matrix_view<float> w, std::span<float> v) {
+    { b.decode_tile(q, kv, kv, w, w, v, v) } -> std::same_as<void>;
 };
 
 namespace detail {
@@ -208,11 +211,19 @@ void run_decode_item(const batch_plan& plan, const Backend& backend, const batch
         const auto cover = mask.classify(0, ql, static_cast<std::int64_t>(t0), static_cast<std::int64_t>(t1), ql, kl);
         if (cover == tile_coverage::skip) continue;
         if (b + blk < it.k_end) prefetch_kv_rows(kv, it.seq, it.kv_head, b + blk, std::min(b + 2 * blk, it.k_end));
-        const auto [kb, vb] = kv_block_views(kv, it.seq, it.kv_head, t0, t1, kbuf, vbuf);
         const matrix_view<float> s(sbuf, rows, n);
-        if constexpr (decode_tile_backend<Backend>) {
+        const std::span<float> ms(m, rows), ls(l, rows);
+        if constexpr (!std::is_same_v<T, float> && decode_tile_backend<Backend, T>) {
+            if (cover == tile_coverage::full && t0 / kv.page_size() == (t1 - 1) / kv.page_size()) {
+                backend.decode_tile(qv, kv.k_rows(it.seq, it.kv_head, t0, n), kv.v_rows(it.seq, it.kv_head, t0, n), s,
+                                    ov, ms, ls);
+                continue;
+            }
+        }
+        const auto [kb, vb] = kv_block_views(kv, it.seq, it.kv_head, t0, t1, kbuf, vbuf);
+        if constexpr (decode_tile_backend<Backend, float>) {
             if (cover == tile_coverage::full) {
-                backend.decode_tile(qv, kb, vb, s, ov, std::span<float>(m, rows), std::span<float>(l, rows));
+                backend.decode_tile(qv, kb, vb, s, ov, ms, ls);
                 continue;
             }
         }
@@ -223,8 +234,7 @@ void run_decode_item(const batch_plan& plan, const Backend& backend, const batch
             for (std::int64_t j = 0; j < std::int64_t(n); ++j)
                 s(r, std::size_t(j)) = j >= lo && j < hi ? 0.0f : softmax_math::minus_infinity();
         }
-        decode_step(backend, qv, kb, vb, s, ov, std::span<float>(m, rows), std::span<float>(l, rows),
-                    std::span<float>(alpha, rows));
+        decode_step(backend, qv, kb, vb, s, ov, ms, ls, std::span<float>(alpha, rows));
     }
     if (slot != nullptr) return;
     for (std::size_t t = 0; t < it.rows; ++t)

@@ -8,14 +8,19 @@
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
+#include <immintrin.h>
+#endif
+
 #include "frugal/attention/batch_attention.hpp"
+#include "frugal/attention/dtype.hpp"
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/backend/eigen/eigen_backend.hpp"
-#include "frugal/backend/eigen/simd.hpp"
 #include "frugal/core/matrix_view.hpp"
 
 namespace frugal::eigen {
@@ -66,13 +71,16 @@ public:
         }
     }
 
-    /// The decode step on one unmasked block of keys (see `frugal::attention::decode_tile_backend`):
-    /// scores `batch::size` keys at a time with one transposed reduction (`haddp`), the
-    /// row step on each row's scores, then P V with each value vector loaded once for four rows.
-    void decode_tile(matrix_view<const float> q, matrix_view<const float> k, matrix_view<const float> v,
-                     matrix_view<float> s, matrix_view<float> o, std::span<float> m, std::span<float> l) const {
-        const std::size_t rows = q.rows(), n = k.rows();
-        FRUGAL_ASSERT(s.rows() == rows && s.cols() == n && o.rows() == rows && o.cols() == q.cols() && v.rows() == n);
+    /// The decode step on one unmasked block of keys (see `frugal::attention::decode_tile_backend`)
+    /// with fp32, bf16 or fp16 rows (converted in registers): scores for `row_group` rows x
+    /// `key_group` keys at a time reduced by one `haddp`, the row step on each row's
+    /// scores, then P V with each value vector loaded once for four rows.
+    template <attention::storage_type T>
+    void decode_tile(matrix_view<const float> q, matrix_view<const T> k, matrix_view<const T> v, matrix_view<float> s,
+                     matrix_view<float> o, std::span<float> m, std::span<float> l) const {
+        const std::size_t rows = q.rows();
+        FRUGAL_ASSERT(s.rows() == rows && s.cols() == k.rows() && o.rows() == rows && o.cols() == q.cols() &&
+                      v.rows() == k.rows());
         scores(q, k, s);
         for (std::size_t r = 0; r < rows; ++r) {
             float alpha = 0.0f;
@@ -88,57 +96,103 @@ private:
     using batch = xsimd::batch<float>;
     static constexpr std::size_t lanes = batch::size;
 
-    /// The order to hand `lanes` accumulators to `xsimd::haddp` so that lane i of the result
-    /// is the sum of accumulator i. Probed once: xsimd 8's AVX-512 `haddp` returns lanes
-    /// 2-5 and 10-13 permuted, other versions and ISAs in order.
-    [[nodiscard]] static const std::array<std::size_t, lanes>& haddp_order() {
-        static const std::array<std::size_t, lanes> order = [] {
+    /// `lanes` elements at `p` as fp32: the zero extension (bf16) or vcvtph2ps (fp16) the
+    /// translation unit is compiled for, else a scalar conversion.
+    template <attention::storage_type T>
+    [[nodiscard]] static batch load(const T* p) noexcept {
+        if constexpr (std::is_same_v<T, float>) {
+            return batch::load_unaligned(p);
+        } else {
+#if defined(__AVX512F__)
+            if constexpr (lanes == 16) {
+                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+                if constexpr (std::is_same_v<T, attention::bfloat16>) {
+                    const __m512i w = _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), h);
+                    return batch(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), w, 16)));
+                } else {
+                    return batch(_mm512_maskz_cvtph_ps(__mmask16(0xffff), h));
+                }
+            }
+#elif defined(__AVX2__) && defined(__F16C__)
+            if constexpr (lanes == 8) {
+                const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+                if constexpr (std::is_same_v<T, attention::bfloat16>) {
+                    return batch(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+                } else {
+                    return batch(_mm256_cvtph_ps(h));
+                }
+            }
+#endif
+            alignas(64) std::array<float, lanes> f;
+            attention::to_floats(p, f.data(), lanes);
+            return batch::load_aligned(f.data());
+        }
+    }
+
+    /// The lane of `xsimd::haddp`'s result that holds the sum of each accumulator. Probed
+    /// once: xsimd 8's AVX-512 `haddp` returns lanes 2-5 and 10-13 permuted, other
+    /// versions and ISAs in order.
+    [[nodiscard]] static const std::array<std::size_t, lanes>& haddp_lanes() {
+        static const std::array<std::size_t, lanes> lane_of = [] {
             std::array<batch, lanes> probe;
             for (std::size_t u = 0; u < lanes; ++u) probe[u] = batch(static_cast<float>(u));
             alignas(64) std::array<float, lanes> sums{};
             xsimd::haddp(probe.data()).store_aligned(sums.data());
-            std::array<std::size_t, lanes> inverse{};
-            for (std::size_t i = 0; i < lanes; ++i) inverse[static_cast<std::size_t>(sums[i]) / lanes] = i;
-            return inverse;
+            std::array<std::size_t, lanes> lanes_of{};
+            for (std::size_t i = 0; i < lanes; ++i) lanes_of[static_cast<std::size_t>(sums[i]) / lanes] = i;
+            return lanes_of;
         }();
-        return order;
+        return lane_of;
     }
 
-    /// s = q k^T. Blocks of `row_group` rows x `key_group` keys (one accumulator each,
-    /// `lanes` in all) share every K and Q load and are reduced by one `haddp`.
-    static void scores(matrix_view<const float> q, matrix_view<const float> k, matrix_view<float> s) {
-        constexpr std::size_t key_group = lanes >= 4 ? 4 : lanes, row_group = lanes / key_group;
-        const std::size_t rows = q.rows(), n = k.rows(), d = k.cols();
+    /// s = q k^T: rows four at a time (two on AVX2), the rest one at a time, each pass
+    /// over `lanes` accumulators reduced by one `haddp`.
+    template <attention::storage_type T>
+    static void scores(matrix_view<const float> q, matrix_view<const T> k, matrix_view<float> s) {
+        constexpr std::size_t group = lanes >= 16 ? 4 : lanes >= 8 ? 2 : 1;
+        const std::size_t rows = q.rows(), d = k.cols();
         std::size_t r = 0;
         if (d % lanes == 0) {
-            const auto& order = haddp_order();
-            for (; r + row_group <= rows; r += row_group) {
-                std::size_t j = 0;
-                for (; j + key_group <= n; j += key_group) {
-                    std::array<batch, lanes> acc;
-                    acc.fill(batch(0.0f));
-                    for (std::size_t c = 0; c < d; c += lanes) {
-                        std::array<batch, key_group> kc;
-                        for (std::size_t u = 0; u < key_group; ++u) kc[u] = batch::load_unaligned(k.row(j + u).data() + c);
-                        for (std::size_t g = 0; g < row_group; ++g) {
-                            const batch qc = batch::load_unaligned(q.row(r + g).data() + c);
-                            for (std::size_t u = 0; u < key_group; ++u)
-                                acc[g * key_group + u] = xsimd::fma(qc, kc[u], acc[g * key_group + u]);
-                        }
-                    }
-                    std::array<batch, lanes> ordered;
-                    for (std::size_t u = 0; u < lanes; ++u) ordered[u] = acc[order[u]];
-                    alignas(64) std::array<float, lanes> sums;
-                    xsimd::haddp(ordered.data()).store_aligned(sums.data());
-                    for (std::size_t g = 0; g < row_group; ++g)
-                        for (std::size_t u = 0; u < key_group; ++u) s(r + g, j + u) = sums[g * key_group + u];
-                }
-                for (; j < n; ++j)
-                    for (std::size_t g = 0; g < row_group; ++g) s(r + g, j) = dot(q.row(r + g), k.row(j));
-            }
+            for (; r + group <= rows; r += group) score_rows<group>(q.row_block(r, group), k, s.row_block(r, group));
+            for (; r < rows; ++r) score_rows<1>(q.row_block(r, 1), k, s.row_block(r, 1));
         }
         for (; r < rows; ++r)
-            for (std::size_t j = 0; j < n; ++j) s(r, j) = dot(q.row(r), k.row(j));
+            for (std::size_t j = 0; j < k.rows(); ++j) {
+                float acc = 0.0f;
+                for (std::size_t c = 0; c < d; ++c) acc += q(r, c) * attention::to_float(k(j, c));
+                s(r, j) = acc;
+            }
+    }
+
+    /// Scores of `Rows` rows, `lanes / Rows` keys per pass sharing every K and Q load
+    /// (head_dim a multiple of `lanes`); a short last pass repeats its last key.
+    template <std::size_t Rows, attention::storage_type T>
+    static void score_rows(matrix_view<const float> q, matrix_view<const T> k, matrix_view<float> s) {
+        constexpr std::size_t keys_per_pass = lanes / Rows;
+        const std::size_t n = k.rows(), d = k.cols();
+        const auto& lane_of = haddp_lanes();
+        std::array<const float*, Rows> qr;
+        for (std::size_t g = 0; g < Rows; ++g) qr[g] = q.row(g).data();
+        for (std::size_t j = 0; j < n; j += keys_per_pass) {
+            const std::size_t keys = std::min(keys_per_pass, n - j);
+            std::array<const T*, keys_per_pass> kr;
+            for (std::size_t u = 0; u < keys_per_pass; ++u) kr[u] = k.row(j + std::min(u, keys - 1)).data();
+            std::array<batch, lanes> acc;
+            acc.fill(batch(0.0f));
+            for (std::size_t c = 0; c < d; c += lanes) {
+                std::array<batch, keys_per_pass> kc;
+                for (std::size_t u = 0; u < keys_per_pass; ++u) kc[u] = load(kr[u] + c);
+                for (std::size_t g = 0; g < Rows; ++g) {
+                    const batch qc = batch::load_unaligned(qr[g] + c);
+                    for (std::size_t u = 0; u < keys_per_pass; ++u)
+                        acc[g * keys_per_pass + u] = xsimd::fma(qc, kc[u], acc[g * keys_per_pass + u]);
+                }
+            }
+            alignas(64) std::array<float, lanes> sums;
+            xsimd::haddp(acc.data()).store_aligned(sums.data());
+            for (std::size_t g = 0; g < Rows; ++g)
+                for (std::size_t u = 0; u < keys; ++u) s(g, j + u) = sums[lane_of[g * keys_per_pass + u]];
+        }
     }
 
     static void scale_row(std::span<float> row, float alpha) {
@@ -147,40 +201,39 @@ private:
         for (; c < row.size(); ++c) row[c] *= alpha;
     }
 
-    /// o[r] += sum_j p[r, j] v_j for `Rows` rows, two vectors of each row's output in
-    /// registers while the block's value rows stream by.
-    template <std::size_t Rows>
-    static void accumulate_rows(matrix_view<const float> p, matrix_view<const float> v, matrix_view<float> o) {
+    /// o[r] += sum_j p[r, j] v_j for `Rows` rows, `cols` vectors of each row's output in
+    /// registers while the block's value rows stream by (each converted once).
+    template <std::size_t Rows, attention::storage_type T>
+    static void accumulate_rows(matrix_view<const float> p, matrix_view<const T> v, matrix_view<float> o) {
+        constexpr std::size_t cols = lanes >= 16 ? 4 : 2;  // 16 accumulators fit AVX-512's 32 registers
         const std::size_t n = v.rows(), d = v.cols();
         std::size_t c = 0;
-        for (; c + 2 * lanes <= d; c += 2 * lanes) {
-            std::array<batch, Rows> a0, a1;
-            for (std::size_t r = 0; r < Rows; ++r) {
-                a0[r] = batch::load_unaligned(o.row(r).data() + c);
-                a1[r] = batch::load_unaligned(o.row(r).data() + c + lanes);
-            }
+        for (; c + cols * lanes <= d; c += cols * lanes) {
+            std::array<std::array<batch, cols>, Rows> acc;
+            for (std::size_t r = 0; r < Rows; ++r)
+                for (std::size_t x = 0; x < cols; ++x) acc[r][x] = batch::load_unaligned(o.row(r).data() + c + x * lanes);
             for (std::size_t j = 0; j < n; ++j) {
-                const float* vj = v.row(j).data() + c;
-                const batch v0 = batch::load_unaligned(vj), v1 = batch::load_unaligned(vj + lanes);
+                const T* vj = v.row(j).data() + c;
+                std::array<batch, cols> vc;
+                for (std::size_t x = 0; x < cols; ++x) vc[x] = load(vj + x * lanes);
                 for (std::size_t r = 0; r < Rows; ++r) {
                     const batch pr(p(r, j));
-                    a0[r] = xsimd::fma(pr, v0, a0[r]);
-                    a1[r] = xsimd::fma(pr, v1, a1[r]);
+                    for (std::size_t x = 0; x < cols; ++x) acc[r][x] = xsimd::fma(pr, vc[x], acc[r][x]);
                 }
             }
-            for (std::size_t r = 0; r < Rows; ++r) {
-                a0[r].store_unaligned(o.row(r).data() + c);
-                a1[r].store_unaligned(o.row(r).data() + c + lanes);
-            }
+            for (std::size_t r = 0; r < Rows; ++r)
+                for (std::size_t x = 0; x < cols; ++x) acc[r][x].store_unaligned(o.row(r).data() + c + x * lanes);
         }
         for (; c < d; ++c)
             for (std::size_t r = 0; r < Rows; ++r)
-                for (std::size_t j = 0; j < n; ++j) o(r, c) += p(r, j) * v(j, c);
+                for (std::size_t j = 0; j < n; ++j) o(r, c) += p(r, j) * attention::to_float(v(j, c));
     }
 };
 
 static_assert(tensor_backend<attention_backend, float>);
 static_assert(attention::online_softmax_backend<attention_backend>);
-static_assert(attention::decode_tile_backend<attention_backend>);
+static_assert(attention::decode_tile_backend<attention_backend, float>);
+static_assert(attention::decode_tile_backend<attention_backend, attention::bfloat16>);
+static_assert(attention::decode_tile_backend<attention_backend, attention::float16>);
 
 }  // namespace frugal::eigen
