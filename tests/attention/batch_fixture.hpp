@@ -48,7 +48,7 @@ struct batch_data {
     [[nodiscard]] std::size_t tokens() const { return qo_indptr.back(); }
     [[nodiscard]] attention::batch_shape shape() const {
         return {.q_heads = spec.q_heads, .kv_heads = spec.kv_heads, .head_dim = spec.head_dim,
-                .qo_indptr = qo_indptr, .kv_lens = spec.kv_lens, .page_size = spec.page_size};
+                .qo_indptr = qo_indptr, .kv_lens = spec.kv_lens};
     }
     [[nodiscard]] attention::heads_view<const T> q_view() const {
         return attention::heads_view<const T>::token_major(q.data(), tokens(), spec.q_heads, spec.head_dim);

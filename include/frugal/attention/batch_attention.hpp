@@ -5,6 +5,7 @@
 /// (`batch::run`) on the caller's executor, with fp32, bf16 or fp16 storage.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -30,23 +31,26 @@ namespace frugal::attention {
 
 /// A backend's optional fused decode step on one block of keys that every query row
 /// sees (no mask inside the block): with `q` the `R x d` query rows already multiplied
-/// by the base-2 score scale, `k`/`v` the block's `n x d` key and value rows stored as
-/// `T` and `s` an `R x n` scratch tile, it folds the block into the rows' online-softmax
-/// state: s = q k^T, per row m' = max(m, max_j s), l = 2^(m - m') l + sum_j 2^(s_j - m'),
-/// o = 2^(m - m') o + sum_j 2^(s_j - m') v_j, m = m'. A backend that takes bf16/fp16
-/// rows converts them itself (in registers); for the others the driver converts the block
-/// to fp32 first. Backends without it get a portable loop (and masked blocks always do).
+/// by the base-2 score scale, `k_rows`/`v_rows` pointers to the block's `n` key and
+/// value rows (`d` elements of `T` each, wherever their pages put them) and `s` an
+/// `R x n` scratch tile, it folds the block into the rows' online-softmax state:
+/// s = q k^T, per row m' = max(m, max_j s), l = 2^(m - m') l + sum_j 2^(s_j - m'),
+/// o = 2^(m - m') o + sum_j 2^(s_j - m') v_j, m = m'. A backend converts bf16/fp16 rows
+/// itself. Backends without it get a portable loop (and masked blocks always do).
 /// @code
 /// template <class T>
-/// void decode_tile(frugal::matrix_view<const float> q, frugal::matrix_view<const T> k,
-///                  frugal::matrix_view<const T> v, frugal::matrix_view<float> s,
+/// void decode_tile(frugal::matrix_view<const float> q, std::span<const T* const> k_rows,
+///                  std::span<const T* const> v_rows, frugal::matrix_view<float> s,
 ///                  frugal::matrix_view<float> o, std::span<float> m, std::span<float> l) const;
 /// @endcode
 template <class B, class T = float>
-concept decode_tile_backend = requires(const B& b, matrix_view<const float> q, matrix_view<const T> kv,
+concept decode_tile_backend = requires(const B& b, matrix_view<const float> q, std::span<const T* const> rows,
                                        matrix_view<float> w, std::span<float> v) {
-    { b.decode_tile(q, kv, kv, w, w, v, v) } -> std::same_as<void>;
+    { b.decode_tile(q, rows, rows, w, w, v, v) } -> std::same_as<void>;
 };
+
+/// The most keys a decode step folds at once (`batch_options::kv_block`).
+inline constexpr std::size_t max_decode_block = 256;
 
 namespace detail {
 
@@ -213,20 +217,22 @@ void run_decode_item(const batch_plan& plan, const Backend& backend, const batch
         if (b + blk < it.k_end) prefetch_kv_rows(kv, it.seq, it.kv_head, b + blk, std::min(b + 2 * blk, it.k_end));
         const matrix_view<float> s(sbuf, rows, n);
         const std::span<float> ms(m, rows), ls(l, rows);
-        if constexpr (!std::is_same_v<T, float> && decode_tile_backend<Backend, T>) {
-            if (cover == tile_coverage::full && t0 / kv.page_size() == (t1 - 1) / kv.page_size()) {
-                backend.decode_tile(qv, kv.k_rows(it.seq, it.kv_head, t0, n), kv.v_rows(it.seq, it.kv_head, t0, n), s,
-                                    ov, ms, ls);
+        if constexpr (decode_tile_backend<Backend, T>) {
+            if (cover == tile_coverage::full) {
+                // The block's rows where their pages hold them: no copy, whatever the page size.
+                std::array<const T*, max_decode_block> krows, vrows;
+                const page_geometry& geo = kv.geometry();
+                for (std::size_t j = t0; j < t1; ++j) {
+                    const std::size_t at = geo.row_offset(kv.table().page_of(it.seq, j), it.kv_head, j % kv.page_size());
+                    krows[j - t0] = kv.k_pool() + at;
+                    vrows[j - t0] = kv.v_pool() + at;
+                }
+                backend.decode_tile(qv, std::span<const T* const>(krows.data(), n),
+                                    std::span<const T* const>(vrows.data(), n), s, ov, ms, ls);
                 continue;
             }
         }
         const auto [kb, vb] = kv_block_views(kv, it.seq, it.kv_head, t0, t1, kbuf, vbuf);
-        if constexpr (decode_tile_backend<Backend, float>) {
-            if (cover == tile_coverage::full) {
-                backend.decode_tile(qv, kb, vb, s, ov, ms, ls);
-                continue;
-            }
-        }
         for (std::size_t r = 0; r < rows; ++r) {
             const auto i = static_cast<std::int64_t>(r / g);
             const auto lo = std::clamp<std::int64_t>(mask.key_begin(i, ql, kl) - std::int64_t(t0), 0, std::int64_t(n));

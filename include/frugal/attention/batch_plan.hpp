@@ -25,13 +25,14 @@ namespace frugal::attention {
 /// The sizes of one engine step: `q_heads` query heads over `kv_heads` KV heads of
 /// `head_dim`; sequence s has queries `qo_indptr[s] .. qo_indptr[s + 1]` (rows of the
 /// ragged Q and output tensors) and `kv_lens[s]` keys, the last `q_len` of which are
-/// its own new tokens under a bottom-right causal mask. `page_size` (0 = unknown) lets
-/// the plan align its KV blocks to pages. Non-owning; the plan copies what it keeps.
+/// its own new tokens under a bottom-right causal mask. The plan does not depend on how
+/// the KV cache is paged, so a paged and a contiguous cache give the same bits.
+/// Non-owning; the plan copies what it keeps.
 /// @code
 /// std::vector<std::size_t> qo_indptr{0, 1, 2, 130};      // two decodes, one 128-token prefill chunk
 /// std::vector<std::size_t> kv_lens{4000, 912, 640};
 /// frugal::attention::batch_shape shape{.q_heads = 32, .kv_heads = 8, .head_dim = 128,
-///                                      .qo_indptr = qo_indptr, .kv_lens = kv_lens, .page_size = 16};
+///                                      .qo_indptr = qo_indptr, .kv_lens = kv_lens};
 /// @endcode
 struct batch_shape {
     std::size_t q_heads = 1;
@@ -39,7 +40,6 @@ struct batch_shape {
     std::size_t head_dim = 0;
     std::span<const std::size_t> qo_indptr;
     std::span<const std::size_t> kv_lens;
-    std::size_t page_size = 0;
 
     /// Query heads per KV head.
     [[nodiscard]] constexpr std::size_t group() const noexcept { return kv_heads == 0 ? 0 : q_heads / kv_heads; }
@@ -76,7 +76,7 @@ struct batch_shape {
 /// bottom-right: new tokens after their cache). `scale` multiplies QK^T (0 =
 /// 1/sqrt(head_dim)). `dtype` is the storage of Q, K, V and the output (run checks it).
 /// `threads` bounds the workers. Prefill tiles are `q_tile x kv_tile`; decode folds
-/// `kv_block` keys per step (0: the page size when it is 16..128, else 64); split-KV
+/// `kv_block` keys per step (0: 64; at most 256), from any number of pages; split-KV
 /// cuts decode sequences into `kv_chunk`-key chunks (0: chosen from the thread count
 /// and the lengths; a multiple of `kv_block`). Sequences with at most `decode_rows`
 /// query rows per KV head (q_len x group) take the decode path, the rest the GEMM path.
@@ -197,9 +197,8 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     kv_lens_.assign(shape.kv_lens.begin(), shape.kv_lens.end());
     const std::size_t g = group(), d = head_dim_, n = batch();
     workers_ = options.threads;
-    kv_block_ = options.kv_block > 0                                     ? options.kv_block
-                : shape.page_size >= 16 && shape.page_size <= 128 ? shape.page_size
-                                                                         : 64;
+    FRUGAL_CHECK(options.kv_block <= 256, "batch plan: kv_block ", options.kv_block, " exceeds 256 keys");
+    kv_block_ = options.kv_block > 0 ? options.kv_block : 64;
     // Split-KV: chunks small enough that the decode work makes about eight items per
     // worker (so the longest-first hand-out balances), never below 512 keys; one worker
     // never splits.

@@ -72,24 +72,26 @@ public:
     }
 
     /// The decode step on one unmasked block of keys (see `frugal::attention::decode_tile_backend`)
-    /// with fp32, bf16 or fp16 rows (converted in registers): scores for `row_group` rows x
-    /// `key_group` keys at a time reduced by one `haddp`, the row step on each row's
-    /// scores, then P V with each value vector loaded once for four rows.
+    /// with fp32, bf16 or fp16 rows (converted in registers): scores for four rows (two on
+    /// AVX2) x `lanes / 4` keys at a time reduced by one `haddp`, the online-softmax row
+    /// step on all rows, then P V with each value vector loaded once for four rows.
     template <attention::storage_type T>
-    void decode_tile(matrix_view<const float> q, matrix_view<const T> k, matrix_view<const T> v, matrix_view<float> s,
-                     matrix_view<float> o, std::span<float> m, std::span<float> l) const {
+    void decode_tile(matrix_view<const float> q, std::span<const T* const> k_rows, std::span<const T* const> v_rows,
+                     matrix_view<float> s, matrix_view<float> o, std::span<float> m, std::span<float> l) const {
         const std::size_t rows = q.rows();
-        FRUGAL_ASSERT(s.rows() == rows && s.cols() == k.rows() && o.rows() == rows && o.cols() == q.cols() &&
-                      v.rows() == k.rows());
-        scores(q, k, s);
-        for (std::size_t r = 0; r < rows; ++r) {
-            float alpha = 0.0f;
-            online_softmax_tile(s.row_block(r, 1), m.subspan(r, 1), l.subspan(r, 1), std::span<float>(&alpha, 1));
-            if (alpha != 1.0f) scale_row(o.row(r), alpha);
+        FRUGAL_ASSERT(s.rows() == rows && s.cols() == k_rows.size() && o.rows() == rows && o.cols() == q.cols() &&
+                      v_rows.size() == k_rows.size());
+        scores(q, k_rows, s);
+        std::array<float, 64> alpha;
+        for (std::size_t r0 = 0; r0 < rows; r0 += alpha.size()) {
+            const std::size_t nr = std::min(alpha.size(), rows - r0);
+            online_softmax_tile(s.row_block(r0, nr), m.subspan(r0, nr), l.subspan(r0, nr), std::span<float>(alpha.data(), nr));
+            for (std::size_t r = 0; r < nr; ++r)
+                if (alpha[r] != 1.0f) scale_row(o.row(r0 + r), alpha[r]);
         }
         std::size_t r = 0;
-        for (; r + 4 <= rows; r += 4) accumulate_rows<4>(s.row_block(r, 4), v, o.row_block(r, 4));
-        for (; r < rows; ++r) accumulate_rows<1>(s.row_block(r, 1), v, o.row_block(r, 1));
+        for (; r + 4 <= rows; r += 4) accumulate_rows<4>(s.row_block(r, 4), v_rows, o.row_block(r, 4));
+        for (; r < rows; ++r) accumulate_rows<1>(s.row_block(r, 1), v_rows, o.row_block(r, 1));
     }
 
 private:
@@ -148,18 +150,18 @@ private:
     /// s = q k^T: rows four at a time (two on AVX2), the rest one at a time, each pass
     /// over `lanes` accumulators reduced by one `haddp`.
     template <attention::storage_type T>
-    static void scores(matrix_view<const float> q, matrix_view<const T> k, matrix_view<float> s) {
+    static void scores(matrix_view<const float> q, std::span<const T* const> k, matrix_view<float> s) {
         constexpr std::size_t group = lanes >= 16 ? 4 : lanes >= 8 ? 2 : 1;
-        const std::size_t rows = q.rows(), d = k.cols();
+        const std::size_t rows = q.rows(), d = q.cols();
         std::size_t r = 0;
         if (d % lanes == 0) {
             for (; r + group <= rows; r += group) score_rows<group>(q.row_block(r, group), k, s.row_block(r, group));
             for (; r < rows; ++r) score_rows<1>(q.row_block(r, 1), k, s.row_block(r, 1));
         }
         for (; r < rows; ++r)
-            for (std::size_t j = 0; j < k.rows(); ++j) {
+            for (std::size_t j = 0; j < k.size(); ++j) {
                 float acc = 0.0f;
-                for (std::size_t c = 0; c < d; ++c) acc += q(r, c) * attention::to_float(k(j, c));
+                for (std::size_t c = 0; c < d; ++c) acc += q(r, c) * attention::to_float(k[j][c]);
                 s(r, j) = acc;
             }
     }
@@ -167,16 +169,16 @@ private:
     /// Scores of `Rows` rows, `lanes / Rows` keys per pass sharing every K and Q load
     /// (head_dim a multiple of `lanes`); a short last pass repeats its last key.
     template <std::size_t Rows, attention::storage_type T>
-    static void score_rows(matrix_view<const float> q, matrix_view<const T> k, matrix_view<float> s) {
+    static void score_rows(matrix_view<const float> q, std::span<const T* const> k, matrix_view<float> s) {
         constexpr std::size_t keys_per_pass = lanes / Rows;
-        const std::size_t n = k.rows(), d = k.cols();
+        const std::size_t n = k.size(), d = q.cols();
         const auto& lane_of = haddp_lanes();
         std::array<const float*, Rows> qr;
         for (std::size_t g = 0; g < Rows; ++g) qr[g] = q.row(g).data();
         for (std::size_t j = 0; j < n; j += keys_per_pass) {
             const std::size_t keys = std::min(keys_per_pass, n - j);
             std::array<const T*, keys_per_pass> kr;
-            for (std::size_t u = 0; u < keys_per_pass; ++u) kr[u] = k.row(j + std::min(u, keys - 1)).data();
+            for (std::size_t u = 0; u < keys_per_pass; ++u) kr[u] = k[j + std::min(u, keys - 1)];
             std::array<batch, lanes> acc;
             acc.fill(batch(0.0f));
             for (std::size_t c = 0; c < d; c += lanes) {
@@ -204,16 +206,16 @@ private:
     /// o[r] += sum_j p[r, j] v_j for `Rows` rows, `cols` vectors of each row's output in
     /// registers while the block's value rows stream by (each converted once).
     template <std::size_t Rows, attention::storage_type T>
-    static void accumulate_rows(matrix_view<const float> p, matrix_view<const T> v, matrix_view<float> o) {
+    static void accumulate_rows(matrix_view<const float> p, std::span<const T* const> v, matrix_view<float> o) {
         constexpr std::size_t cols = lanes >= 16 ? 4 : 2;  // 16 accumulators fit AVX-512's 32 registers
-        const std::size_t n = v.rows(), d = v.cols();
+        const std::size_t n = v.size(), d = o.cols();
         std::size_t c = 0;
         for (; c + cols * lanes <= d; c += cols * lanes) {
             std::array<std::array<batch, cols>, Rows> acc;
             for (std::size_t r = 0; r < Rows; ++r)
                 for (std::size_t x = 0; x < cols; ++x) acc[r][x] = batch::load_unaligned(o.row(r).data() + c + x * lanes);
             for (std::size_t j = 0; j < n; ++j) {
-                const T* vj = v.row(j).data() + c;
+                const T* vj = v[j] + c;
                 std::array<batch, cols> vc;
                 for (std::size_t x = 0; x < cols; ++x) vc[x] = load(vj + x * lanes);
                 for (std::size_t r = 0; r < Rows; ++r) {
@@ -226,7 +228,7 @@ private:
         }
         for (; c < d; ++c)
             for (std::size_t r = 0; r < Rows; ++r)
-                for (std::size_t j = 0; j < n; ++j) o(r, c) += p(r, j) * attention::to_float(v(j, c));
+                for (std::size_t j = 0; j < n; ++j) o(r, c) += p(r, j) * attention::to_float(v[j][c]);
     }
 };
 
