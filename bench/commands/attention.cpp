@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -353,6 +354,14 @@ struct stream_read {
     }
 };
 
+// CPU time of the whole process (every thread), in ms: what a run costs in core time,
+// whatever share of the cores the scheduler gave it.
+double process_cpu_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
 template <class T>
 std::vector<record> serve_compare(const serve_workload& w, const std::vector<std::string>& impls, bool with_check,
                                   double min_seconds) {
@@ -417,7 +426,7 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
         std::function<void()> fn;
         std::size_t workspace;
         double err = -1;
-        std::vector<double> ms = {};
+        std::vector<double> ms = {}, cpu_ms = {};
     };
     std::vector<result> results;
     // Buffers the closures use.
@@ -510,9 +519,11 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
     for (int round = 0; round < 5 || std::chrono::steady_clock::now() - start < std::chrono::duration<double>(min_seconds);
          ++round) {
         for (auto& r : results) {
+            const double c0 = process_cpu_ms();
             const auto t0 = std::chrono::steady_clock::now();
             r.fn();
             r.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+            r.cpu_ms.push_back(process_cpu_ms() - c0);
         }
     }
     const auto median = [](std::vector<double> v) {
@@ -534,7 +545,11 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
                    {"page_size", w.page_size}, {"layout", w.layout}, {"threads", w.threads}, {"ms", ms},
                    {"median_ms", median(r.ms)}, {"kv_bytes", kv_bytes},
                    {"gbytes_per_s", gbs}};
-        if (membw != results.end()) rec["bandwidth_ratio"] = best(membw->ms) / ms;
+        if (membw != results.end()) {
+            rec["bandwidth_ratio"] = best(membw->ms) / ms;
+            rec["cpu_ms"] = best(r.cpu_ms);
+            rec["cpu_bandwidth_ratio"] = best(membw->cpu_ms) / best(r.cpu_ms);
+        }
         if (r.impl != "membw") rec["gflops"] = (r.impl == "gemm" ? dense_flops : flops) / (ms * 1e6);
         if (gemm != results.end() && r.impl != "membw" && r.impl != "gemm")
             rec["ratio_to_gemm"] = (flops / ms) / (dense_flops / best(gemm->ms));

@@ -25,6 +25,12 @@ using frugal::testing::run_batch;
 
 const frugal::eigen::attention_backend cpu;
 
+// The fused decode step is an optional refinement: the reference backend has it for every
+// storage type, a GEMM-only backend does not (and gets the portable loop).
+static_assert(frugal::attention::decode_tile_backend<frugal::eigen::attention_backend, float>);
+static_assert(frugal::attention::decode_tile_backend<frugal::eigen::attention_backend, bfloat16>);
+static_assert(!frugal::attention::decode_tile_backend<example::minimal_backend, float>);
+
 // Decodes (1 token), a speculative-verify step (3 tokens) and prefill chunks, ragged.
 batch_spec mixed(kv_layout layout = kv_layout::nhd, bool interleaved = false) {
     return {.q_lens = {1, 70, 3, 1, 33}, .kv_lens = {300, 70, 45, 1, 200}, .q_heads = 4, .kv_heads = 2,
@@ -63,7 +69,7 @@ TEST(BatchAttention, PortablePathsOnAGemmOnlyBackendMatchFloat64) {
 }
 
 TEST(BatchAttention, PagedEqualsContiguousBitwise) {
-    for (std::size_t page : {16, 5}) {  // 5: blocks straddle pages and are gathered
+    for (std::size_t page : {16, 5}) {  // 5: blocks straddle pages
         auto spec = mixed(kv_layout::hnd);
         spec.page_size = page;
         const batch_data<float> b(spec);
