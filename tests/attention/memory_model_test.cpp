@@ -37,6 +37,16 @@ void operator delete(void* p) noexcept {
     std::free(base);
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+// The nothrow forms go through the counted ones (sanitizers would otherwise pair their own
+// nothrow new with the delete above).
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    try {
+        return operator new(n);
+    } catch (...) {
+        return nullptr;
+    }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { operator delete(p); }
 
 namespace {
 

@@ -54,8 +54,8 @@ inline constexpr std::size_t max_decode_block = 256;
 
 namespace detail {
 
-/// The portable decode step (see decode_tile_backend), with the rows' visible key
-/// ranges applied when `masked`: row r sees block keys [lo[r], hi[r]).
+/// The portable decode step (see decode_tile_backend) on fp32 K/V views: scores the
+/// entries the caller set to 0 in `s` and leaves the masked ones (-inf) out.
 template <class Backend>
 void decode_step(const Backend& backend, matrix_view<const float> q, matrix_view<const float> k,
                  matrix_view<const float> v, matrix_view<float> s, matrix_view<float> o, std::span<float> m,
@@ -127,28 +127,6 @@ std::pair<matrix_view<const float>, matrix_view<const float>> kv_block_views(con
     return {matrix_view<const float>(kbuf, n, d), matrix_view<const float>(vbuf, n, d)};
 }
 
-/// Asks the memory system for rows [t0, t1) of KV head `h` of sequence `s` ahead of use:
-/// decode reads each page once, in an order (the page table's) that the hardware
-/// prefetchers cannot predict.
-template <class T>
-void prefetch_kv_rows(const paged_kv<const T>& kv, std::size_t s, std::size_t h, std::size_t t0, std::size_t t1) {
-#if defined(__GNUC__)
-    const std::size_t ps = kv.page_size(), row_bytes = kv.head_dim() * sizeof(T);
-    const page_geometry& g = kv.geometry();
-    for (std::size_t t = t0; t < t1; ++t) {
-        const std::size_t at = g.row_offset(kv.table().page_of(s, t), h, t % ps);
-        const char* k = reinterpret_cast<const char*>(kv.k_pool() + at);
-        const char* v = reinterpret_cast<const char*>(kv.v_pool() + at);
-        for (std::size_t b = 0; b < row_bytes; b += 64) {
-            __builtin_prefetch(k + b, 0, 2);
-            __builtin_prefetch(v + b, 0, 2);
-        }
-    }
-#else
-    (void)kv, (void)s, (void)h, (void)t0, (void)t1;
-#endif
-}
-
 /// Checks the run's views against the plan.
 template <class T>
 void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, const paged_kv<const T>& kv,
@@ -214,7 +192,6 @@ void run_decode_item(const batch_plan& plan, const Backend& backend, const batch
         const std::size_t t0 = std::max(b, it.k_begin), t1 = std::min(b + blk, it.k_end), n = t1 - t0;
         const auto cover = mask.classify(0, ql, static_cast<std::int64_t>(t0), static_cast<std::int64_t>(t1), ql, kl);
         if (cover == tile_coverage::skip) continue;
-        if (b + blk < it.k_end) prefetch_kv_rows(kv, it.seq, it.kv_head, b + blk, std::min(b + 2 * blk, it.k_end));
         const matrix_view<float> s(sbuf, rows, n);
         const std::span<float> ms(m, rows), ls(l, rows);
         if constexpr (decode_tile_backend<Backend, T>) {

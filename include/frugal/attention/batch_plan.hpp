@@ -274,9 +274,15 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
             }
         }
     }
-    std::stable_sort(work.begin(), work.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    // Most expensive first; ties keep their order (std::sort on the index as well: no
+    // temporary buffer, unlike std::stable_sort).
+    std::vector<std::size_t> order(work.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return work[a].first != work[b].first ? work[a].first > work[b].first : a < b;
+    });
     items_.reserve(work.size());
-    for (const auto& w : work) items_.push_back(w.second);
+    for (std::size_t i : order) items_.push_back(work[i].second);
 
     // Workspace: per worker the larger of the two paths' scratch, then one slot per chunk.
     const char* what = "batch plan: workspace floats";
