@@ -190,6 +190,19 @@ TEST(TiledAttention, ResultIsBitwiseIdenticalForAnyThreadCount) {
     }
     EXPECT_EQ(results[0], results[1]);
     EXPECT_EQ(results[0], results[2]);
+    // The caller's executor: the calling thread alone, or a pool of its own.
+    padded_tensor q(4, 150, 40, 0, 1), k(2, 150, 40, 0, 2), v(2, 150, 40, 0, 3), out(4, 150, 40, 0, 4);
+    const auto plan = frugal::attention::tiled::plan(
+        sh, {.mask = attention_mask::causal(), .threads = 3, .q_tile = 32, .kv_tile = 64}, memory_budget::mib(1));
+    std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
+    frugal::inline_executor serial;
+    frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{}, q.view(), k.view(), v.view(), out.view(), {},
+                                  std::span<float>(ws), serial);
+    EXPECT_EQ(out.data, results[0]);
+    frugal::thread_pool pool(3);
+    frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{}, q.view(), k.view(), v.view(), out.view(), {},
+                                  std::span<float>(ws), pool);
+    EXPECT_EQ(out.data, results[0]);
 }
 
 TEST(TiledAttention, RunsOnAMinimalGemmOnlyBackend) {

@@ -18,6 +18,7 @@
 #include "frugal/core/thread_pool.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/executor.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/attention/attention_plan.hpp"
@@ -175,7 +176,7 @@ namespace tiled {
     return plan_attention_tiles(shape, options, budget);
 }
 
-/// Runs `plan` on `backend` using the caller's `workspace` (at least
+/// Runs `plan` on `backend` on the executor `ex` using the caller's `workspace` (at least
 /// `plan.workspace_bytes()` bytes). `q`/`out` have `q_heads` heads, `k`/`v` have
 /// `kv_heads`; query head h reads KV head h / (q_heads / kv_heads). `lse` is empty or
 /// `q_heads x q_len` and receives log-sum-exp in `options.lse_base` (-inf for a row the
@@ -183,12 +184,13 @@ namespace tiled {
 /// with `plan.workers() > 1` the backend is called from several threads at once.
 /// @code
 /// std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
-/// frugal::attention::tiled::run(plan, cpu, q, k, v, out, {}, std::span<float>(ws));
+/// frugal::attention::tiled::run(plan, cpu, q, k, v, out, {}, std::span<float>(ws), frugal::default_thread_pool());
 /// @endcode
-template <class Backend>
+template <class Backend, executor Executor>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
 void run(const attention_plan& plan, Backend&& backend, heads_view<const float> q, heads_view<const float> k,
-         heads_view<const float> v, heads_view<float> out, matrix_view<float> lse, std::span<float> workspace) {
+         heads_view<const float> v, heads_view<float> out, matrix_view<float> lse, std::span<float> workspace,
+         Executor& ex) {
     const attention_shape& sh = plan.shape();
     detail::check_attention_views(sh, q, k, v, out, lse, "tiled_attention::run");
     FRUGAL_CHECK(workspace.size() * sizeof(float) >= plan.workspace_bytes(), "tiled_attention::run: workspace of ",
@@ -198,7 +200,7 @@ void run(const attention_plan& plan, Backend&& backend, heads_view<const float> 
     const std::size_t qt = plan.q_tile(), kt = plan.kv_tile(), n_tiles = plan.q_tiles();
     const float scale = plan.score_scale_log2();
     // Later query tiles see more keys under a causal mask: hand them out first.
-    parallel_for(default_thread_pool(), sh.q_heads * n_tiles, plan.workers(), [&](std::size_t item, std::size_t worker) {
+    parallel_for(ex, sh.q_heads * n_tiles, plan.workers(), [&](std::size_t item, std::size_t worker) {
         const std::size_t h = item % sh.q_heads;
         const std::size_t tile = n_tiles - 1 - item / sh.q_heads;
         const std::size_t q0 = tile * qt, rows = std::min(qt, sh.q_len - q0);
@@ -220,7 +222,18 @@ void run(const attention_plan& plan, Backend&& backend, heads_view<const float> 
     });
 }
 
-/// Runs `plan` with a workspace it allocates (exactly `plan.workspace_bytes()`).
+/// `run` on `default_thread_pool()` with the caller's workspace.
+/// @code
+/// frugal::attention::tiled::run(plan, cpu, q, k, v, out, {}, std::span<float>(ws));
+/// @endcode
+template <class Backend>
+    requires gemm_backend<std::remove_reference_t<Backend>, float>
+void run(const attention_plan& plan, Backend&& backend, heads_view<const float> q, heads_view<const float> k,
+         heads_view<const float> v, heads_view<float> out, matrix_view<float> lse, std::span<float> workspace) {
+    run(plan, std::forward<Backend>(backend), q, k, v, out, lse, workspace, default_thread_pool());
+}
+
+/// `run` on `default_thread_pool()` with a workspace it allocates (exactly `plan.workspace_bytes()`).
 /// @code
 /// auto plan = frugal::attention::tiled::plan(shape, {}, frugal::memory_budget::mib(16));
 /// frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{}, q, k, v, out);
@@ -230,7 +243,7 @@ template <class Backend>
 void run(const attention_plan& plan, Backend&& backend, heads_view<const float> q, heads_view<const float> k,
          heads_view<const float> v, heads_view<float> out, matrix_view<float> lse = {}) {
     std::vector<float> workspace(plan.workspace_bytes() / sizeof(float));
-    run(plan, std::forward<Backend>(backend), q, k, v, out, lse, std::span<float>(workspace));
+    run(plan, std::forward<Backend>(backend), q, k, v, out, lse, std::span<float>(workspace), default_thread_pool());
 }
 
 }  // namespace tiled
