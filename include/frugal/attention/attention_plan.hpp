@@ -122,9 +122,7 @@ public:
     /// The factor applied to QK^T: `scale` (or 1/sqrt(head_dim)) times log2(e), because
     /// the run exponentiates in base two.
     [[nodiscard]] float score_scale_log2() const noexcept {
-        const float s = options_.scale > 0.0f ? options_.scale
-                                              : 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
-        return s * 1.4426950408889634f;
+        return softmax_math::score_scale_log2(options_.scale, shape_.head_dim);
     }
 
 private:

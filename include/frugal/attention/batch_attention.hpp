@@ -90,19 +90,6 @@ void decode_step(const Backend& backend, matrix_view<const float> q, matrix_view
     }
 }
 
-/// Normalizes one output row (o / l, zeros when the row saw no key), stores it as `T`
-/// and, when wanted, its log-sum-exp in `base`.
-template <class T>
-void finish_row(float* o, std::size_t d, float m, float l, T* out, float* lse, softmax_base base) {
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (std::size_t c = 0; c < d; ++c) o[c] *= inv;
-    from_floats(o, out, d);
-    if (lse != nullptr) {
-        const float lse2 = softmax_math::lse<softmax_base::two>(m, l);
-        *lse = base == softmax_base::two || l <= 0.0f ? lse2 : lse2 * 0.6931471805599453f;
-    }
-}
-
 /// Rows [t0, t1) of KV head `h` of sequence `s` as fp32 views: the pool's own rows when
 /// they are fp32 and lie in one page, else converted (or gathered) into `kbuf`/`vbuf`.
 template <class T>
@@ -309,7 +296,6 @@ void run_prefill_item(const batch_plan& plan, Backend& backend, const batch_work
             float* mj = m_of(j);
             for (std::size_t r = 0; r < rows; ++r) {
                 float* o = o_of(j) + r * d;
-                if (!any_key[j - j0]) std::fill(o, o + d, 0.0f);
                 finish_row(o, d, mj[r], any_key[j - j0] ? mj[P::padded(qt) + r] : 0.0f,
                            out.head(h).row(qbegin + r).data(), lse.empty() ? nullptr : &lse(h, qbegin + r),
                            plan.options().lse_base);

@@ -159,10 +159,9 @@ public:
     [[nodiscard]] std::size_t slots() const noexcept { return slots_; }
     /// Exact bytes of workspace a run uses: the worker slices, then the split-KV partial states.
     [[nodiscard]] std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
-    /// The factor applied to QK^T, in base-2 units (see `attention_plan::score_scale_log2`).
+    /// The factor applied to QK^T, in base-2 units (see `softmax_math::score_scale_log2`).
     [[nodiscard]] float score_scale_log2() const noexcept {
-        const float s = options_.scale > 0.0f ? options_.scale : 1.0f / std::sqrt(static_cast<float>(head_dim_));
-        return s * 1.4426950408889634f;
+        return softmax_math::score_scale_log2(options_.scale, head_dim_);
     }
 
     /// Floats of one region, padded to 64 bytes.

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "frugal/attention/dtype.hpp"
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/online_softmax.hpp"
@@ -119,17 +120,29 @@ void attend_keys(Backend& backend, const tile_operands& ops, tile_state st, cons
     }
 }
 
-/// Writes the normalized output rows and, when wanted, their log-sum-exp.
+/// Normalizes one output row (o / l; zeros when the row saw no key, whatever `o` held),
+/// stores it as `T` (in place when `out` is `o`) and, when wanted, its log-sum-exp in `base`.
+template <class T>
+void finish_row(float* o, std::size_t d, float m, float l, T* out, float* lse, softmax_base base) {
+    if (l > 0.0f) {
+        const float inv = 1.0f / l;
+        for (std::size_t c = 0; c < d; ++c) o[c] *= inv;
+    } else {
+        std::fill(o, o + d, 0.0f);
+    }
+    if (static_cast<const void*>(out) != static_cast<const void*>(o)) from_floats(o, out, d);
+    if (lse != nullptr) {
+        const float lse2 = softmax_math::lse<softmax_base::two>(m, l);
+        *lse = base == softmax_base::two || l <= 0.0f ? lse2 : lse2 * 0.6931471805599453f;
+    }
+}
+
+/// Writes the normalized output rows in place and, when wanted, their log-sum-exp.
 inline void finish_rows(matrix_view<float> o, std::span<const float> m, std::span<const float> l, bool any_key,
                         std::span<float> lse, softmax_base base) {
     for (std::size_t r = 0; r < o.rows(); ++r) {
-        const bool seen = any_key && l[r] > 0.0f;
-        const float inv = seen ? 1.0f / l[r] : 0.0f;
-        for (float& x : o.row(r)) x = seen ? x * inv : 0.0f;
-        if (!lse.empty()) {
-            const float lse2 = seen ? softmax_math::lse<softmax_base::two>(m[r], l[r]) : softmax_math::minus_infinity();
-            lse[r] = base == softmax_base::two || !seen ? lse2 : lse2 * 0.6931471805599453f;
-        }
+        float* row = o.row(r).data();
+        finish_row(row, o.cols(), m[r], any_key ? l[r] : 0.0f, row, lse.empty() ? nullptr : &lse[r], base);
     }
 }
 
