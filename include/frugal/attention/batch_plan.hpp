@@ -76,7 +76,7 @@ struct batch_shape {
 /// bottom-right: new tokens after their cache). `scale` multiplies QK^T (0 =
 /// 1/sqrt(head_dim)). `dtype` is the storage of Q, K, V and the output (run checks it).
 /// `threads` bounds the workers. Prefill tiles are `q_tile x kv_tile`; decode folds
-/// `kv_block` keys per step (0: 64; at most 256), from any number of pages; split-KV
+/// `kv_block` keys per step (0: 128; at most 256), from any number of pages; split-KV
 /// cuts decode sequences into `kv_chunk`-key chunks (0: chosen from the thread count
 /// and the lengths; a multiple of `kv_block`). Sequences with at most `decode_rows`
 /// query rows per KV head (q_len x group) take the decode path, the rest the GEMM path.
@@ -197,7 +197,7 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     const std::size_t g = group(), d = head_dim_, n = batch();
     workers_ = options.threads;
     FRUGAL_CHECK(options.kv_block <= 256, "batch plan: kv_block ", options.kv_block, " exceeds 256 keys");
-    kv_block_ = options.kv_block > 0 ? options.kv_block : 64;
+    kv_block_ = options.kv_block > 0 ? options.kv_block : 128;
     // Split-KV: chunks small enough that the decode work makes about eight items per
     // worker (so the longest-first hand-out balances), never below 512 keys; one worker
     // never splits.

@@ -81,7 +81,7 @@ public:
         const std::size_t rows = q.rows();
         FRUGAL_ASSERT(s.rows() == rows && s.cols() == k_rows.size() && o.rows() == rows && o.cols() == q.cols() &&
                       v_rows.size() == k_rows.size());
-        scores(q, k_rows, s);
+        scores(q, k_rows, v_rows, s);
         std::array<float, 64> alpha;
         for (std::size_t r0 = 0; r0 < rows; r0 += alpha.size()) {
             const std::size_t nr = std::min(alpha.size(), rows - r0);
@@ -148,15 +148,17 @@ private:
     }
 
     /// s = q k^T: rows four at a time (two on AVX2), the rest one at a time, each pass
-    /// over `lanes` accumulators reduced by one `haddp`.
+    /// over `lanes` accumulators reduced by one `haddp`; the first pass prefetches (`v`).
     template <attention::storage_type T>
-    static void scores(matrix_view<const float> q, std::span<const T* const> k, matrix_view<float> s) {
+    static void scores(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
+                       matrix_view<float> s) {
         constexpr std::size_t group = lanes >= 16 ? 4 : lanes >= 8 ? 2 : 1;
         const std::size_t rows = q.rows(), d = q.cols();
         std::size_t r = 0;
         if (d % lanes == 0) {
-            for (; r + group <= rows; r += group) score_rows<group>(q.row_block(r, group), k, s.row_block(r, group));
-            for (; r < rows; ++r) score_rows<1>(q.row_block(r, 1), k, s.row_block(r, 1));
+            for (; r + group <= rows; r += group)
+                score_rows<group>(q.row_block(r, group), k, r == 0 ? v : std::span<const T* const>{}, s.row_block(r, group));
+            for (; r < rows; ++r) score_rows<1>(q.row_block(r, 1), k, r == 0 ? v : std::span<const T* const>{}, s.row_block(r, 1));
         }
         for (; r < rows; ++r)
             for (std::size_t j = 0; j < k.size(); ++j) {
@@ -166,10 +168,29 @@ private:
             }
     }
 
+    /// Keys ahead whose rows the score pass asks for (see `prefetch_row`).
+    static constexpr std::size_t prefetch_ahead = 8;
+
+    /// Asks for the cache lines of one `d`-element row. Decode reads each K/V row once,
+    /// from pages in the page table's order, and its arithmetic leaves too few loads in
+    /// flight to keep memory busy: the first score pass over a block asks for the key rows
+    /// `prefetch_ahead` keys ahead and for the value rows the P V pass will read, spread
+    /// over the pass rather than in one burst.
+    template <attention::storage_type T>
+    static void prefetch_row(const T* row, std::size_t d) noexcept {
+#if defined(__GNUC__)
+        const char* p = reinterpret_cast<const char*>(row);
+        for (std::size_t b = 0; b < d * sizeof(T); b += 64) __builtin_prefetch(p + b);
+#else
+        (void)row, (void)d;
+#endif
+    }
+
     /// Scores of `Rows` rows, `lanes / Rows` keys per pass sharing every K and Q load
     /// (head_dim a multiple of `lanes`); a short last pass repeats its last key.
     template <std::size_t Rows, attention::storage_type T>
-    static void score_rows(matrix_view<const float> q, std::span<const T* const> k, matrix_view<float> s) {
+    static void score_rows(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
+                           matrix_view<float> s) {
         constexpr std::size_t keys_per_pass = lanes / Rows;
         const std::size_t n = k.size(), d = q.cols();
         const auto& lane_of = haddp_lanes();
@@ -179,6 +200,12 @@ private:
             const std::size_t keys = std::min(keys_per_pass, n - j);
             std::array<const T*, keys_per_pass> kr;
             for (std::size_t u = 0; u < keys_per_pass; ++u) kr[u] = k[j + std::min(u, keys - 1)];
+            if (!v.empty()) {
+                for (std::size_t u = 0; u < keys; ++u) {
+                    prefetch_row(v[j + u], d);
+                    if (j + u + prefetch_ahead < n) prefetch_row(k[j + u + prefetch_ahead], d);
+                }
+            }
             std::array<batch, lanes> acc;
             acc.fill(batch(0.0f));
             for (std::size_t c = 0; c < d; c += lanes) {
