@@ -23,12 +23,16 @@
 
 // attention
 #include "frugal/attention/attention_plan.hpp"
+#include "frugal/attention/batch_attention.hpp"
+#include "frugal/attention/batch_plan.hpp"
+#include "frugal/attention/dtype.hpp"
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/host_device.hpp"
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/memory_model.hpp"
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/attention/out_of_core.hpp"
+#include "frugal/attention/paged_kv.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 
 // draft
