@@ -150,41 +150,41 @@ template <storage_type T>
 template <storage_type T>
 inline void to_floats(const T* src, float* dst, std::size_t n) noexcept {
     using U = std::remove_const_t<T>;
-    std::size_t i = 0;
     if constexpr (std::is_same_v<U, float>) {
         std::memcpy(dst, src, n * sizeof(float));
-        return;
-    }
+    } else {
+        std::size_t i = 0;
 #if !defined(__CUDACC__) && defined(__AVX512F__)
-    if constexpr (std::is_same_v<U, bfloat16>) {
-        for (; i + 16 <= n; i += 16) {
-            const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-            // The zero-masked forms: gcc 12 reports the unmasked ones' undefined passthrough as uninitialized.
-            const __m512i w = _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), h);
-            _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), w, 16)));
+        if constexpr (std::is_same_v<U, bfloat16>) {
+            for (; i + 16 <= n; i += 16) {
+                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+                // The zero-masked forms: gcc 12 reports the unmasked ones' undefined passthrough as uninitialized.
+                const __m512i w = _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), h);
+                _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), w, 16)));
+            }
         }
-    }
 #elif !defined(__CUDACC__) && defined(__AVX2__)
-    if constexpr (std::is_same_v<U, bfloat16>) {
-        for (; i + 8 <= n; i += 8) {
-            const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+        if constexpr (std::is_same_v<U, bfloat16>) {
+            for (; i + 8 <= n; i += 8) {
+                const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+                _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+            }
         }
-    }
 #endif
 #if !defined(__CUDACC__) && defined(__AVX512F__)
-    if constexpr (std::is_same_v<U, float16>) {
-        for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(__mmask16(0xffff),
-                                                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
-    }
+        if constexpr (std::is_same_v<U, float16>) {
+            for (; i + 16 <= n; i += 16)
+                _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(__mmask16(0xffff),
+                                                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+        }
 #elif !defined(__CUDACC__) && defined(__F16C__)
-    if constexpr (std::is_same_v<U, float16>) {
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-    }
+        if constexpr (std::is_same_v<U, float16>) {
+            for (; i + 8 <= n; i += 8)
+                _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+        }
 #endif
-    for (; i < n; ++i) dst[i] = to_float(src[i]);
+        for (; i < n; ++i) dst[i] = to_float(src[i]);
+    }
 }
 
 /// Rounds `n` fp32 values to `T` (nearest even), with AVX512-BF16's vcvtneps2bf16 or
@@ -195,28 +195,28 @@ inline void to_floats(const T* src, float* dst, std::size_t n) noexcept {
 /// @endcode
 template <storage_type T>
 inline void from_floats(const float* src, T* dst, std::size_t n) noexcept {
-    std::size_t i = 0;
     if constexpr (std::is_same_v<T, float>) {
         std::memcpy(dst, src, n * sizeof(float));
-        return;
-    }
+    } else {
+        std::size_t i = 0;
 #if !defined(__CUDACC__) && defined(__AVX512BF16__) && defined(__AVX512VL__)
-    if constexpr (std::is_same_v<T, bfloat16>) {
-        for (; i + 16 <= n; i += 16) {
-            const __m256bh h = _mm512_maskz_cvtneps_pbh(__mmask16(0xffff), _mm512_loadu_ps(src + i));
-            std::memcpy(static_cast<void*>(dst + i), &h, sizeof h);
+        if constexpr (std::is_same_v<T, bfloat16>) {
+            for (; i + 16 <= n; i += 16) {
+                const __m256bh h = _mm512_maskz_cvtneps_pbh(__mmask16(0xffff), _mm512_loadu_ps(src + i));
+                std::memcpy(static_cast<void*>(dst + i), &h, sizeof h);
+            }
         }
-    }
 #endif
 #if !defined(__CUDACC__) && defined(__F16C__)
-    if constexpr (std::is_same_v<T, float16>) {
-        for (; i + 8 <= n; i += 8) {
-            const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+        if constexpr (std::is_same_v<T, float16>) {
+            for (; i + 8 <= n; i += 8) {
+                const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+            }
         }
-    }
 #endif
-    for (; i < n; ++i) dst[i] = from_float<T>(src[i]);
+        for (; i < n; ++i) dst[i] = from_float<T>(src[i]);
+    }
 }
 
 }  // namespace frugal::attention
