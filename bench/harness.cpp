@@ -72,6 +72,30 @@ std::optional<std::filesystem::path> report_context::data_file(const std::string
     return file;
 }
 
+headline untargeted(std::string what, double value, std::string baseline) {
+    return {std::move(what), value, std::move(baseline), "", true};
+}
+
+headline at_least(std::string what, double value, std::string baseline, double min) {
+    return {std::move(what), value, std::move(baseline), ">= " + format_value(record(min)), value >= min};
+}
+
+headline at_most(std::string what, double value, std::string baseline, double max) {
+    return {std::move(what), value, std::move(baseline), "<= " + format_value(record(max)), value <= max};
+}
+
+bool record_matches(const record& r, const record& filter) {
+    for (const auto& [key, value] : filter.items())
+        if (!r.contains(key) || r[key] != value) return false;
+    return true;
+}
+
+std::optional<double> find_number(const std::vector<record>& records, const record& filter, const std::string& field) {
+    for (const auto& r : records)
+        if (record_matches(r, filter) && r.contains(field) && r[field].is_number()) return r[field].get<double>();
+    return std::nullopt;
+}
+
 timing measure(const std::function<void()>& fn, double min_seconds, int min_runs) {
     using clock = std::chrono::steady_clock;
     fn();  // warm-up: caches, page faults, lazy allocations

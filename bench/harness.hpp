@@ -66,12 +66,25 @@ struct headline {
     bool met = true;       // whether `value` meets `target`
 };
 
-/// A table of some of a section's records: those whose fields equal `filter`, showing
-/// `columns` (every field of the selected records when empty).
+/// A headline with no target: a figure shown against its baseline.
+headline untargeted(std::string what, double value, std::string baseline);
+/// A headline whose target is a lower bound (`value >= min`).
+headline at_least(std::string what, double value, std::string baseline, double min);
+/// A headline whose target is an upper bound (`value <= max`).
+headline at_most(std::string what, double value, std::string baseline, double max);
+
+/// Whether every field of `filter` is in `r` with the same value.
+bool record_matches(const record& r, const record& filter);
+/// `field` of the first record matching `filter`, when there is one and it is a number.
+std::optional<double> find_number(const std::vector<record>& records, const record& filter, const std::string& field);
+
+/// A table of some of a section's records: those whose fields equal `filter` and do not
+/// equal `exclude`, showing `columns` (every field of the selected records when empty).
 struct table_spec {
     std::string title;  // "" for a section's only table
     std::vector<std::string> columns;
     record filter = record::object();
+    record exclude = record::object();  // drop records matching all of these (ignored when empty)
 };
 
 struct report_section {

@@ -68,16 +68,11 @@ std::string shell_quote(const std::string& s) {
     return out + "'";
 }
 
-bool matches(const record& r, const record& filter) {
-    for (const auto& [key, value] : filter.items())
-        if (!r.contains(key) || r[key] != value) return false;
-    return true;
-}
-
 void write_table(std::ostream& md, const std::vector<record>& all, const table_spec& spec) {
     std::vector<const record*> rows;
     for (const auto& r : all)
-        if (matches(r, spec.filter)) rows.push_back(&r);
+        if (record_matches(r, spec.filter) && (spec.exclude.empty() || !record_matches(r, spec.exclude)))
+            rows.push_back(&r);
     if (!spec.title.empty()) md << "### " << spec.title << "\n\n";
     if (rows.empty()) {
         md << "_No results._\n\n";
@@ -138,7 +133,9 @@ std::string data_listing(const fs::path& dir) {
     return out;
 }
 
-void write_headlines(std::ostream& md, const std::vector<std::pair<std::string, report_section>>& sections) {
+// Quick workloads are too small for the targets, so their verdicts are left out.
+void write_headlines(std::ostream& md, const std::vector<std::pair<std::string, report_section>>& sections,
+                     bool quick) {
     std::size_t rows = 0;
     for (const auto& [name, s] : sections) rows += s.headlines.size();
     if (rows == 0) return;
@@ -149,7 +146,7 @@ void write_headlines(std::ostream& md, const std::vector<std::pair<std::string, 
         for (const auto& h : s.headlines)
             md << "| " << name << " | " << h.what << " | " << format_value(record(h.value)) << " | "
                << (h.baseline.empty() ? "—" : h.baseline) << " | " << (h.target.empty() ? "—" : h.target) << " | "
-               << (h.target.empty() ? "" : (h.met ? "yes" : "**no**")) << " |\n";
+               << (h.target.empty() || quick ? "" : (h.met ? "yes" : "**no**")) << " |\n";
     md << "\n";
 }
 
@@ -222,7 +219,7 @@ int run_report(const report_options& options, const std::vector<std::unique_ptr<
        << "- plots: " << plot_status << "\n\n"
        << "Every figure is measured in this run, side by side with its baseline; ratios are "
           "what to read, absolute times vary with the machine's load.\n\n";
-    write_headlines(md, sections);
+    write_headlines(md, sections, ctx.quick);
     for (const auto& [name, section] : sections) {
         md << "## " << (section.title.empty() ? name : section.title) << "\n\n";
         if (!section.data_source.empty()) md << "Data: " << section.data_source << "\n\n";

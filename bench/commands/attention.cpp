@@ -635,8 +635,35 @@ public:
         s.notes += " Decode rows (`mode` = decode): `frugal-bench attention --mode decode --batch 4 --kv-len N "
                    "--heads 32 --kv-heads 8 --d 128 --page-size 16 --dtype T --threads 2 --impl paged --impl membw`; "
                    "`bandwidth_ratio` is the unique K/V bytes per second over a streaming read of the same bytes.";
-        s.columns = {"impl", "sq", "mode", "kv_len", "dtype", "ms", "gflops", "useful_gflops", "ratio_to_gemm",
-                     "gbytes_per_s", "bandwidth_ratio", "workspace_bytes"};
+        // The serving targets' own workloads: a ragged decode batch of 8 in f32 and bf16, and
+        // one long sequence (split-KV), each against membw and contiguous K/V in the same run.
+        const std::size_t long_kv = ctx.quick ? 256 : 32768;
+        for (const char* dtype : {"f32", "bf16"}) {
+            serve_workload w{.mode = "decode", .batch = 8, .kv_len = ctx.quick ? 128u : 4096u,
+                             .heads = ctx.quick ? 4u : 32u, .kv_heads = ctx.quick ? 2u : 8u, .d = ctx.quick ? 32u : 128u,
+                             .page_size = 16, .threads = 2, .spread = 0.5, .dtype = dtype};
+            for (auto& r : serve(w, {"paged", "contiguous", "membw"}, false, ctx.quick ? 0.01 : 0.5)) {
+                r["workload"] = "target";
+                s.records.push_back(std::move(r));
+            }
+        }
+        serve_workload long_w{.mode = "decode", .batch = 1, .kv_len = long_kv, .heads = ctx.quick ? 4u : 32u,
+                              .kv_heads = ctx.quick ? 2u : 8u, .d = ctx.quick ? 32u : 128u, .page_size = 16,
+                              .threads = 2, .dtype = "f32"};
+        for (auto& r : serve(long_w, {"paged", "membw"}, false, ctx.quick ? 0.01 : 0.5)) {
+            r["workload"] = "target";
+            s.records.push_back(std::move(r));
+        }
+        s.notes += " Target rows (`workload` = target) run the serving issue's workloads: `--batch 8 --kv-len 4096 "
+                   "--kv-len-spread 0.5` in f32 and bf16, and `--batch 1 --kv-len 32768`.";
+        add_headlines(s, lengths.back(), ctx.quick);
+        s.tables.push_back({.title = "One sequence (prefill)",
+                            .columns = {"impl", "sq", "ms", "gflops", "useful_gflops", "ratio_to_gemm", "workspace_bytes"},
+                            .exclude = {{"mode", "decode"}}});
+        s.tables.push_back({.title = "Paged decode against a streaming read (membw)",
+                            .columns = {"workload", "impl", "batch", "kv_len", "kv_len_spread", "dtype", "ms",
+                                        "gbytes_per_s", "bandwidth_ratio", "cpu_bandwidth_ratio"},
+                            .filter = {{"mode", "decode"}}});
         s.plots.push_back({.file = "attention_gflops.png", .title = "Attention GFLOP/s vs sequence length",
                            .x = "sq", .y = "gflops", .series = "impl", .xlabel = "sequence length (sq = skv)",
                            .ylabel = "GFLOP/s (4 sq skv d heads / time)", .logx = true});
@@ -652,6 +679,28 @@ public:
     }
 
 private:
+    // The report's opening rows: the prefill roofline ratio at the longest sequence and the
+    // serving targets' decode figures (each against membw or f32 in the same run).
+    static void add_headlines(report_section& s, std::size_t longest, bool quick) {
+        const auto& r = s.records;
+        if (auto v = find_number(r, {{"impl", "tiled"}, {"sq", longest}}, "ratio_to_gemm"))
+            s.headlines.push_back(at_least("prefill, s = " + std::to_string(longest) + ", 4 heads, tiled", *v,
+                                           "Eigen GEMM of the same FLOPs", 0.85));
+        const record f32{{"workload", "target"}, {"impl", "paged"}, {"batch", 8}, {"dtype", "f32"}};
+        const record bf16{{"workload", "target"}, {"impl", "paged"}, {"batch", 8}, {"dtype", "bf16"}};
+        const std::string batch8 = quick ? "decode, batch 8 (quick sizes)" : "decode, batch 8 x 4096 (spread 0.5)";
+        if (auto v = find_number(r, f32, "bandwidth_ratio"))
+            s.headlines.push_back(at_least(batch8 + ", paged f32", *v, "membw (streaming read of the K/V bytes)", 0.80));
+        if (auto v = find_number(r, bf16, "bandwidth_ratio"))
+            s.headlines.push_back(at_least(batch8 + ", paged bf16", *v, "membw (streaming read of the K/V bytes)", 0.70));
+        if (auto a = find_number(r, bf16, "ms"), b = find_number(r, f32, "ms"); a && b)
+            s.headlines.push_back(at_most(batch8 + ", paged bf16 time", *a / *b, "paged f32 time", 0.6));
+        if (auto v = find_number(r, {{"workload", "target"}, {"impl", "paged"}, {"batch", 1}}, "bandwidth_ratio"))
+            s.headlines.push_back(at_least(quick ? "decode, batch 1 (quick sizes), paged f32"
+                                                 : "decode, batch 1 x 32768, paged f32 (split-KV)",
+                                           *v, "membw (streaming read of the K/V bytes)", 0.80));
+    }
+
     // The serving workload from the shared options (heads, KV heads, d, threads, causal).
     [[nodiscard]] serve_workload serving() const {
         serve_workload w = s_;

@@ -70,6 +70,9 @@ public:
                                                          : std::vector<std::size_t>{64, 128, 256, 512};
         for (std::size_t size : sizes)
             for (auto& r : compare(size, size, size, ctx.quick ? 0.01 : 0.3)) s.records.push_back(std::move(r));
+        if (auto v = find_number(s.records, {{"impl", "eigen"}, {"m", sizes.back()}}, "ratio_to_naive"))
+            s.headlines.push_back(untargeted("GEMM " + std::to_string(sizes.back()) + "^3, Eigen backend: speed", *v,
+                                             "naive i-k-j loop"));
         s.plots.push_back({.file = "gemm_gflops.png", .title = "GEMM GFLOP/s, square sizes",
                            .x = "m", .y = "gflops", .series = "impl", .xlabel = "size (m = k = n)",
                            .ylabel = "GFLOP/s", .logx = true});

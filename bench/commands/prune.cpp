@@ -203,6 +203,15 @@ public:
             s.records.push_back(std::move(r));
         }
         for (auto& r : kmeans_timing(1000, ctx.quick ? 0.01 : 0.2)) s.records.push_back(std::move(r));
+        s.headlines.push_back(at_least("precision@10, threshold calibrated on another set", applied.precision_at_k,
+                                       "the unpruned ranking", 0.99));
+        s.headlines.push_back(at_least("candidate-layers skipped at that precision", applied.layer_compute_saved,
+                                       "the unpruned ranking", 0.40));
+        if (auto v = find_number(s.records, {{"impl", "kmeans1d-exact"}}, "speedup_vs_lloyd"))
+            s.headlines.push_back(untargeted("exact 1-D k-means, n = 1000, k <= 8: speed", *v, "Lloyd, 10 restarts"));
+        s.tables.push_back({.title = "Precision against work skipped (threshold sweep)", .columns = {},
+                            .exclude = {{"k_max", 8}}});
+        s.tables.push_back({.title = "1-D k-means, n = 1000", .columns = {}, .filter = {{"k_max", 8}}});
         s.plots.push_back({.file = "prune_precision_vs_saved.png",
                            .title = "precision@10 vs candidate-layers skipped (synthetic)",
                            .x = "layer_compute_saved", .y = "precision_at_k", .series = "policy",
