@@ -200,10 +200,12 @@ std::vector<record> replay_side_by_side(const std::vector<std::string>& policies
     return records;
 }
 
-// The sharded LRU's throughput on `threads` threads: each replays its own contiguous share of
-// the trace (a request is a get; a miss is followed by a put), all against one cache.
-record sharded_run(const std::vector<trace_request>& trace, std::size_t capacity, std::size_t threads, bool bytes) {
-    using shard_cache = cache::basic_cache<std::uint64_t, std::uint32_t, cache::lru_policy, trace_weigher>;
+// The sharded cache's throughput on `threads` threads: each replays its own contiguous share
+// of the trace (a request is a get; a miss is followed by a put), all against one cache.
+template <class Policy>
+record sharded_run(const std::string& name, const std::vector<trace_request>& trace, std::size_t capacity,
+                   std::size_t threads, bool bytes) {
+    using shard_cache = cache::basic_cache<std::uint64_t, std::uint32_t, Policy, trace_weigher>;
     struct by_key {
         std::size_t operator()(std::uint64_t k) const noexcept { return static_cast<std::size_t>(k); }
     };
@@ -229,7 +231,7 @@ record sharded_run(const std::vector<trace_request>& trace, std::size_t capacity
     std::uint64_t total = 0;
     for (auto h : hits) total += h;
     const auto n = static_cast<double>(trace.size());
-    return {{"policy", "sharded-lru"}, {"threads", threads}, {"capacity", capacity}, {"requests", trace.size()},
+    return {{"policy", name}, {"threads", threads}, {"capacity", capacity}, {"requests", trace.size()},
             {"hits", total}, {"hit_ratio", n == 0 ? 0.0 : static_cast<double>(total) / n},
             {"mops_per_s", seconds > 0 ? n / seconds / 1e6 : 0.0}};
 }
@@ -322,23 +324,8 @@ public:
             sink.add(std::move(r));
         }
         if (threads_ > 0) {
-            // Alternating 1-thread and N-thread runs, three of each; the medians' ratio, and the
-            // same for pure arithmetic (what the machine offers), measured in between.
-            std::vector<double> one, many, ideal;
-            record last;
-            for (int round = 0; round < 3; ++round) {
-                one.push_back(sharded_run(trace, capacity_, 1, bytes_)["mops_per_s"].get<double>());
-                last = sharded_run(trace, capacity_, threads_, bytes_);
-                many.push_back(last["mops_per_s"].get<double>());
-                ideal.push_back(arithmetic_seconds(1) / arithmetic_seconds(threads_));
-            }
-            for (auto* v : {&one, &many, &ideal}) std::sort(v->begin(), v->end());
-            last["trace"] = label;
-            last["mops_per_s"] = many[1];
-            last["mops_per_s_1_thread"] = one[1];
-            last["speedup"] = one[1] > 0 ? many[1] / one[1] : 0.0;
-            last["arithmetic_speedup"] = ideal[1];
-            sink.add(std::move(last));
+            sink.add(sharded_speedup(&sharded_run<cache::lru_policy>, "sharded-lru", trace, label));
+            sink.add(sharded_speedup(&sharded_run<cache::sieve_policy>, "sharded-sieve", trace, label));
         }
         return 0;
     }
@@ -402,6 +389,28 @@ public:
     }
 
 private:
+    using sharded_fn = record (*)(const std::string&, const std::vector<trace_request>&, std::size_t, std::size_t, bool);
+    // Alternating 1-thread and N-thread runs, three of each; the medians' ratio, and the same
+    // for pure arithmetic (what the machine offers), measured in between.
+    record sharded_speedup(sharded_fn run, const std::string& name, const std::vector<trace_request>& trace,
+                           const std::string& label) const {
+        std::vector<double> one, many, ideal;
+        record last;
+        for (int round = 0; round < 3; ++round) {
+            one.push_back(run(name, trace, capacity_, 1, bytes_)["mops_per_s"].get<double>());
+            last = run(name, trace, capacity_, threads_, bytes_);
+            many.push_back(last["mops_per_s"].get<double>());
+            ideal.push_back(arithmetic_seconds(1) / arithmetic_seconds(threads_));
+        }
+        for (auto* v : {&one, &many, &ideal}) std::sort(v->begin(), v->end());
+        last["trace"] = label;
+        last["mops_per_s"] = many[1];
+        last["mops_per_s_1_thread"] = one[1];
+        last["speedup"] = one[1] > 0 ? many[1] / one[1] : 0.0;
+        last["arithmetic_speedup"] = ideal[1];
+        return last;
+    }
+
     // Throughput against LRU and the hand-rolled LRU, and on each trace the best policy's hit
     // ratio against LRU's at the smallest capacity (where the policies differ most).
     template <class Run>

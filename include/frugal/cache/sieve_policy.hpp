@@ -31,7 +31,9 @@ struct sieve_policy {
             n.visited = false;
             list_.push_back(n);
         }
-        void touch(Node& n) noexcept { n.visited = true; }
+        void touch(Node& n) noexcept {
+            if (!n.visited) n.visited = true;
+        }
         void remove(Node& n) noexcept {
             if (hand_ == &n) hand_ = list_.next(n);
             list_.erase(n);
