@@ -2,6 +2,7 @@
 // template, one line per policy), the prefix tree of chunk sequences and the semantic cache
 // over numpy embeddings.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -149,13 +150,83 @@ private:
     deferred_callback<evicted_entry> on_evict_;
 };
 
+/// PutResult's three Python objects, made once (put() returns one per call).
+std::array<PyObject*, 3> put_result_objects{};
+
+/// The calls whose cost is the call itself, through vectorcall (see fast_method): get,
+/// peek, put, and the mapping protocol. Positional arguments, as dict's; put's weight and
+/// cost are keywords.
+template <class Policy>
+struct fast_cache_methods {
+    using T = py_cache<Policy>;
+    static py::object borrow(PyObject* o) { return py::reinterpret_borrow<py::object>(o); }
+
+    static py::object get(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("get", n, kw, 1, 2);
+        return c.get(a[0], n > 1 ? borrow(a[1]) : py::none());
+    }
+    static py::object peek(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("peek", n, kw, 1, 2);
+        return c.peek(a[0], n > 1 ? borrow(a[1]) : py::none());
+    }
+    static py::object getitem(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("__getitem__", n, kw, 1, 1);
+        return c.getitem(a[0]);
+    }
+    static py::object contains(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("__contains__", n, kw, 1, 1);
+        return py::bool_(c.contains(a[0]));
+    }
+    static py::object setitem(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("__setitem__", n, kw, 2, 2);
+        c.put(a[0], borrow(a[1]), 1, 1.0);
+        return py::none();
+    }
+    static py::object put(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("put", n, kw, 2, 2, true);
+        std::size_t weight = 1;
+        double cost = 1.0;
+        for (Py_ssize_t i = 0; kw != nullptr && i < PyTuple_GET_SIZE(kw); ++i) {
+            PyObject* name = PyTuple_GET_ITEM(kw, i);
+            PyObject* value = a[n + i];
+            if (PyUnicode_CompareWithASCIIString(name, "weight") == 0) {
+                weight = PyLong_AsSize_t(value);
+                if (weight == static_cast<std::size_t>(-1) && PyErr_Occurred()) throw py::error_already_set();
+            } else if (PyUnicode_CompareWithASCIIString(name, "cost") == 0) {
+                cost = PyFloat_AsDouble(value);
+                if (cost == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+            } else {
+                throw py::type_error("put() got an unexpected keyword argument '" + py::str(name).cast<std::string>() + "'");
+            }
+        }
+        const auto r = c.put(a[0], borrow(a[1]), weight, cost);
+        return borrow(put_result_objects[static_cast<std::size_t>(r)]);
+    }
+
+    template <py::object (*Fn)(T&, PyObject* const*, Py_ssize_t, PyObject*)>
+    static PyCFunction entry() {
+        return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_method<T, Fn>));
+    }
+    static constexpr int flags = METH_FASTCALL | METH_KEYWORDS;
+    static inline PyMethodDef defs[] = {
+        {"get", entry<&get>(), flags, "get(key, default=None, /)\n--\n\nThe value of `key` (a hit: the policy records the access), or `default`."},
+        {"peek", entry<&peek>(), flags, "peek(key, default=None, /)\n--\n\nThe value of `key` without counting an access, or `default`."},
+        {"put", entry<&put>(), flags,
+         "put(key, value, /, *, weight=1, cost=1.0)\n--\n\nInserts or replaces `key`; `weight` counts against the "
+         "capacity (1: entries; bytes for a byte budget), `cost` is the miss cost (GDSF). Returns PutResult."},
+        {"__getitem__", entry<&getitem>(), flags, "The value of `key`; KeyError on a miss."},
+        {"__setitem__", entry<&setitem>(), flags, "put(key, value) with weight 1."},
+        {"__contains__", entry<&contains>(), flags, "Whether `key` is cached (no access counted)."},
+    };
+};
+
 /// Binds `py_cache<Policy>` as `name`. `Extra` are the policy's own constructor arguments
 /// (keywords `extra_args`, each defaulting to None: the C++ default).
 template <class Policy, class... Extra, class... ExtraArgs>
 void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs... extra_args) {
     using T = py_cache<Policy>;
-    py::class_<T>(m, name, doc)
-        .def(py::init([](std::size_t capacity, py::object on_evict, std::optional<Extra>... extra) {
+    py::class_<T> cls(m, name, doc);
+    cls.def(py::init([](std::size_t capacity, py::object on_evict, std::optional<Extra>... extra) {
                  std::unique_ptr<T> c;
                  if ((extra.has_value() && ...)) c = std::make_unique<T>(capacity, *extra...);
                  else c = std::make_unique<T>(capacity);
@@ -163,17 +234,6 @@ void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs...
                  return c;
              }),
              py::arg("capacity"), py::kw_only(), py::arg("on_evict") = py::none(), extra_args...)
-        .def("get", &T::get, py::arg("key"), py::arg("default") = py::none(),
-             "The value of `key` (a hit: the policy records the access), or `default` (a miss).")
-        .def("__getitem__", &T::getitem, py::arg("key"))
-        .def("peek", &T::peek, py::arg("key"), py::arg("default") = py::none(),
-             "The value of `key` without counting an access, or `default`.")
-        .def("__contains__", &T::contains, py::arg("key"))
-        .def("put", &T::put, py::arg("key"), py::arg("value"), py::kw_only(), py::arg("weight") = 1,
-             py::arg("cost") = 1.0,
-             "Inserts or replaces `key`; `weight` counts against the capacity (1: entries; bytes for a byte "
-             "budget), `cost` is the miss cost (GDSF). Returns PutResult.")
-        .def("__setitem__", [](T& c, py::handle k, py::object v) { c.put(k, std::move(v), 1, 1.0); })
         .def("erase", &T::erase, py::arg("key"), "Removes `key`; False when absent. A pinned key raises.")
         .def("__delitem__", &T::delitem, py::arg("key"))
         .def("clear", &T::clear, "Removes every unpinned entry.")
@@ -194,6 +254,7 @@ void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs...
         .def_property("on_evict", &T::on_evict, &T::set_on_evict,
                       "Called as on_evict(key, value, reason) after each call for every entry that left or was "
                       "refused; None: off.");
+    for (PyMethodDef& def : fast_cache_methods<Policy>::defs) add_fast_method(cls, def);
 }
 
 void bind_policies(py::module_& m) {
@@ -207,6 +268,8 @@ void bind_policies(py::module_& m) {
         .value("inserted", cache::put_result::inserted)
         .value("replaced", cache::put_result::replaced)
         .value("rejected", cache::put_result::rejected);
+    for (auto r : {cache::put_result::inserted, cache::put_result::replaced, cache::put_result::rejected})
+        put_result_objects[static_cast<std::size_t>(r)] = py::cast(r).release().ptr();  // kept for the process
     py::class_<cache::cache_stats>(m, "CacheStats", "Counters since construction or reset_stats().")
         .def_readonly("hits", &cache::cache_stats::hits)
         .def_readonly("misses", &cache::cache_stats::misses)

@@ -37,9 +37,11 @@ struct py_drafter {
     py_drafter(const draft::drafter_config& config, py_history* h)
         : history(h), generation(h ? h->generation : 0), d(config, h ? &h->store.automaton() : nullptr) {}
 
-    // Runs fn without the GIL, with the drafter busy and the history read-locked.
-    template <class Fn>
-    decltype(auto) run(const char* who, bool needs_current_history, Fn&& fn) {
+    // Runs fn without the GIL, with the drafter busy and the history read-locked, then
+    // finish(fn's result) with the GIL back and the locks still held: a draft is copied out
+    // of the drafter's buffer before another thread may overwrite it.
+    template <class Fn, class Finish>
+    decltype(auto) run(const char* who, bool needs_current_history, Fn&& fn, Finish&& finish) {
         busy_flag::guard mine(busy, who);
         std::optional<shared_flag::read_guard> reading;
         if (history != nullptr) {
@@ -48,8 +50,15 @@ struct py_drafter {
                 FRUGAL_FAIL(frugal::runtime_error, who,
                             ": the history changed (History.add) since this request began; call begin() first");
         }
-        py::gil_scoped_release release;
-        return std::forward<Fn>(fn)();
+        auto result = [&] {
+            py::gil_scoped_release release;
+            return std::forward<Fn>(fn)();
+        }();
+        return std::forward<Finish>(finish)(result);
+    }
+    template <class Fn>
+    void run(const char* who, bool needs_current_history, Fn&& fn) {
+        run(who, needs_current_history, [&] { std::forward<Fn>(fn)(); return 0; }, [](int) {});
     }
 
     py_history* history;
@@ -72,11 +81,20 @@ draft::draft_tree<token> make_tree(py::handle tokens, py::handle parents) {
     return tree;
 }
 
-// The drafter reuses its draft buffers: drafts are copied out while the drafter is still
-// held busy, then handed to numpy without another copy.
-std::vector<token> copy_chain(std::span<const token> s) { return {s.begin(), s.end()}; }
+py::tuple tree_arrays(const draft::draft_tree<token>* t) {
+    return py::make_tuple(copy_out(std::span<const token>(t->tokens)), copy_out(std::span<const std::int32_t>(t->parents)));
+}
 
-py::tuple tree_arrays(draft::draft_tree<token>&& t) { return py::make_tuple(adopt(std::move(t.tokens)), adopt(std::move(t.parents))); }
+// Drafter.chain through vectorcall (fast_method): the call that runs once per request and
+// step, whose binding cost matters next to a draft of about a microsecond.
+py::object drafter_chain(py_drafter& d, PyObject* const*, Py_ssize_t nargs, PyObject* kwnames) {
+    check_arity("chain", nargs, kwnames, 0, 0);
+    return d.run("Drafter.chain", true, [&] { return d.d.chain(); }, [](std::span<const token> s) { return copy_out(s); });
+}
+PyMethodDef drafter_chain_def{
+    "chain", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_method<py_drafter, &drafter_chain>)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "chain()\n--\n\nA chain draft of at most max_draft tokens (int32 array; empty when nothing matches)."};
 
 struct py_automaton {
     automaton a;
@@ -265,7 +283,7 @@ void bind_drafter(py::module_& m) {
         .def_readonly("vocab_size", &config::vocab_size);
 
     const config defaults;
-    py::class_<py_drafter>(m, "Drafter", R"doc(
+    py::class_<py_drafter> drafter_class(m, "Drafter", R"doc(
 A retrieval drafter over the request's context (prompt plus accepted tokens) and an optional
 History of past outputs (CoordGen 2.2/4.1, SAM-Decoding). Feed it the prompt with begin() and
 every accepted token (bonus included) with accept(); chain() and tree() draft.
@@ -275,7 +293,8 @@ every accepted token (bonus included) with accept(); chain() and tree() draft.
     draft = d.chain()                       # int32 array
     r = verify_chain(draft, model_argmax)   # len(draft) + 1 predictions
     d.accept(draft[:r.accepted]); d.accept(r.bonus)
-)doc")
+)doc");
+    drafter_class
         .def(py::init([](py_history* history, std::size_t max_draft, std::size_t tree_budget, std::uint32_t min_match,
                          std::uint32_t match_margin, double context_weight, double escape, double min_path_score,
                          std::size_t max_fanout, bool backoff, std::uint64_t vocab_size) {
@@ -309,17 +328,14 @@ every accepted token (bonus included) with accept(); chain() and tree() draft.
                  d.run("Drafter.accept", true, [&] { d.d.accept(t.span()); });
              },
              py::arg("tokens"), "Appends accepted tokens (a token or a sequence; never rejected draft tokens).")
-        .def("chain",
-             [](py_drafter& d) { return adopt(d.run("Drafter.chain", true, [&] { return copy_chain(d.d.chain()); })); },
-             "A chain draft of at most max_draft tokens (int32 array; empty when nothing matches).")
         .def("tree",
              [](py_drafter& d, py::object extra_tokens, py::object extra_parents) {
                  FRUGAL_CHECK(extra_tokens.is_none() == extra_parents.is_none(),
                               "Drafter.tree: give both extra_tokens and extra_parents, or neither");
                  if (extra_tokens.is_none())
-                     return tree_arrays(d.run("Drafter.tree", true, [&] { return d.d.tree(); }));
+                     return d.run("Drafter.tree", true, [&] { return &d.d.tree(); }, tree_arrays);
                  const auto extra = make_tree(extra_tokens, extra_parents);
-                 return tree_arrays(d.run("Drafter.tree", true, [&] { return d.d.tree(extra); }));
+                 return d.run("Drafter.tree", true, [&] { return &d.d.tree(extra); }, tree_arrays);
              },
              py::arg("extra_tokens") = py::none(), py::arg("extra_parents") = py::none(),
              "A tree draft (tokens, parents) of at most tree_budget nodes; parents[i] is -1 for a child of the "
@@ -340,6 +356,7 @@ every accepted token (bonus included) with accept(); chain() and tree() draft.
                                },
                                "Tokens in the context (prompt plus accepted).")
         .def_property_readonly("config", [](const py_drafter& d) { return d.d.config(); });
+    add_fast_method(drafter_class, drafter_chain_def);
 }
 
 void bind_verify(py::module_& m) {

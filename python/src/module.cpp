@@ -72,5 +72,5 @@ PYBIND11_MODULE(_frugal, m) {
     fp::bind_attention(fp::submodule(m, "attention", "Tiled attention with an online softmax under a workspace budget."));
     fp::bind_schedule(fp::submodule(m, "schedule", "Planners that overlap compute with I/O: graph switch, placement."));
     fp::bind_sim(fp::submodule(m, "sim", "The lab: paper baselines (Prompt Lookup Decoding, the paper's greedy switch)."));
-    fp::bind_overhead(fp::submodule(m, "_overhead", "C++ loops that python/bench_overhead.py times against the bindings."));
+    fp::bind_overhead(fp::submodule(m, "_overhead", "C++ loops that python/benchmarks/overhead.py times against the bindings."));
 }

@@ -1,4 +1,4 @@
-// frugal._overhead: the C++ side of python/bench_overhead.py. Each function runs in C++ the
+// frugal._overhead: the C++ side of python/benchmarks/overhead.py. Each function runs in C++ the
 // same calls a Python loop makes through the bindings and returns the seconds they took, so
 // the benchmark prints the bindings' cost as a ratio against the C++ call in the same run.
 

@@ -125,6 +125,18 @@ def test_mapping_protocol_and_key_types():
     with pytest.raises(ValueError, match="int64"):
         c.put(2**70, 1)
     assert c.get(5, "default") == "default" and c.peek(b"\x01") == "bytes"
+    # get, peek, put and the mapping protocol bypass pybind11's dispatcher: their argument checks
+    with pytest.raises(TypeError, match=r"get\(\) takes 1 to 2 positional arguments \(0 given\)"):
+        c.get()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        c.put(3, 3, colour=1)
+    with pytest.raises(TypeError, match="no keyword arguments"):
+        c.get(3, default=1)
+    with pytest.raises(OverflowError):
+        c.put(3, 3, weight=-1)
+    with pytest.raises(TypeError):
+        cache.LRUCache.get(cache.LFUCache(1), 3)  # a method of one policy's class on another's object
+    assert c.put(3, 3, cost=2, weight=1) == cache.PutResult.inserted
     s = c.stats
     assert (s.hits, s.misses) == (2, 2)  # c[1], c[b"\x01"] hit; c[2], get(5) missed (peek is no access)
 

@@ -65,7 +65,7 @@ def test_rerank_study_runs():
 
 
 def test_overhead_benchmark_runs(capsys):
-    bench = load(ROOT / "python" / "bench_overhead.py")
+    bench = load(ROOT / "python" / "benchmarks" / "overhead.py")
     bench.main(["--repeats", "1", "--json"])
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(rows) == len(bench.CASES) >= 2

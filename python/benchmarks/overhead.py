@@ -7,7 +7,7 @@ prints both per call and their ratio. Nothing is asserted: the figures are for d
 Targets (issue 22): a cache get/put pair <= 1 us from Python; a batch draft for 64 requests
 <= 1.5x the C++ time.
 
-    python3 python/bench_overhead.py [--repeats 5] [--json]
+    python3 python/benchmarks/overhead.py [--repeats 20] [--json]
 
 A case is one function decorated with @case: it returns (python_seconds, cpp_seconds, calls),
 timed over the same work; the harness repeats it and keeps the fastest run of each side.
@@ -39,7 +39,7 @@ def zipf_keys(n, universe, seed=1):
 
 @case("cache get + put (LRUCache, int keys)", "pair", "<= 1 us per pair")
 def cache_get_put():
-    keys = zipf_keys(200_000, 10_000)
+    keys = zipf_keys(50_000, 10_000)
     cpp = _overhead.cache_get_put(keys, 1000)
     c = cache.LRUCache(1000)
     get, put = c.get, c.put
@@ -70,7 +70,7 @@ def draft_prompts(n=64, length=2000, seed=2):
 @case("chain drafts, 64 requests (one Drafter.chain() each)", "request", "<= 1.5x C++ (for the batch API)")
 def drafter_chain_64():
     prompts = draft_prompts()
-    rounds = 200
+    rounds = 20
     cpp, cpp_drafted = _overhead.drafter_chain(prompts, rounds)
     drafters = [draft.Drafter() for _ in prompts]
     for d, p in zip(drafters, prompts):
@@ -87,7 +87,7 @@ def drafter_chain_64():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=5, help="runs of each case; the fastest of each side is kept")
+    ap.add_argument("--repeats", type=int, default=20, help="runs of each case; the fastest of each side is kept")
     ap.add_argument("--json", action="store_true", help="one JSON object per case")
     args = ap.parse_args(argv)
     if not args.json:
