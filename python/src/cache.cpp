@@ -139,6 +139,20 @@ public:
     }
     [[nodiscard]] const py::object& on_evict() const noexcept { return on_evict_.callable(); }
     [[nodiscard]] const auto& core() const noexcept { return core_; }
+
+    // Cyclic GC (collected_by_gc): the values and the callback.
+    int traverse(visitproc visit, void* arg) const {
+        int r = on_evict_.traverse(visit, arg);
+        core_.for_each([&](const py_key&, const py_value& v) {
+            if (r == 0 && v.object) r = visit(v.object.ptr(), arg);
+        });
+        return r;
+    }
+    void clear_references() {
+        set_on_evict(py::none());
+        // Pinned entries stay in the core, so their values are dropped in place.
+        core_.for_each([](const py_key&, const py_value& v) { const_cast<py_value&>(v).object = py::none(); });
+    }
     void reset_stats() noexcept { core_.reset_stats(); }
 
 private:
@@ -225,7 +239,7 @@ struct fast_cache_methods {
 template <class Policy, class... Extra, class... ExtraArgs>
 void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs... extra_args) {
     using T = py_cache<Policy>;
-    py::class_<T> cls(m, name, doc);
+    py::class_<T> cls(m, name, doc, collected_by_gc<T>());
     cls.def(py::init([](std::size_t capacity, py::object on_evict, std::optional<Extra>... extra) {
                  std::unique_ptr<T> c;
                  if ((extra.has_value() && ...)) c = std::make_unique<T>(capacity, *extra...);
@@ -334,6 +348,8 @@ struct py_prefix_tree {
     void deliver() {
         on_evict.deliver([](const py::object& cb, const evicted_chunk& e) { cb(e.id, e.handle, e.bytes); });
     }
+    int traverse(visitproc visit, void* arg) const { return on_evict.traverse(visit, arg); }
+    void clear_references() { set_on_evict(py::none()); }
     tree_type tree;
     deferred_callback<evicted_chunk> on_evict;
     busy_flag busy;
@@ -359,7 +375,7 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
         .def("__enter__", [](match& mt) -> match& { return mt; }, py::return_value_policy::reference_internal)
         .def("__exit__", [](match& mt, py::args) { mt.release(); });
 
-    py::class_<T>(m, name, doc)
+    py::class_<T>(m, name, doc, collected_by_gc<T>())
         .def(py::init([](std::size_t budget_bytes, py::object on_evict) {
                  auto t = std::make_unique<T>(budget_bytes);
                  t->set_on_evict(std::move(on_evict));

@@ -209,6 +209,8 @@ public:
         callback_ = std::move(cb);
     }
     void push(Event e) { pending_.push_back(std::move(e)); }
+    /// Visits the callback for the cyclic garbage collector.
+    int traverse(visitproc visit, void* arg) const { return callback_ ? visit(callback_.ptr(), arg) : 0; }
 
     /// Calls the callback with each pending event (`call(callback, event)`); needs the GIL.
     template <class Call>
@@ -247,6 +249,13 @@ inline PyObject* raise_current_exception() noexcept {
     return nullptr;
 }
 
+/// The C++ object of a pybind11 instance of T, or nullptr before its __init__ ran.
+template <class T>
+T* object_of(PyObject* self) {
+    auto* inst = reinterpret_cast<py::detail::instance*>(self);
+    return inst->simple_layout ? static_cast<T*>(inst->simple_value_holder[0]) : &py::cast<T&>(self);
+}
+
 /// A method called through CPython's vectorcall protocol (METH_FASTCALL) instead of
 /// pybind11's generic dispatcher, which costs about 0.4 us a call, more than a cache hit:
 /// for the few methods whose cost is the call itself. `Fn(self, args, nargs, kwnames)`
@@ -255,15 +264,34 @@ inline PyObject* raise_current_exception() noexcept {
 template <class T, py::object (*Fn)(T&, PyObject* const*, Py_ssize_t, PyObject*)>
 PyObject* fast_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) noexcept {
     try {
-        // The method descriptor has checked that self is a T instance; a simple-layout
-        // pybind11 instance holds the C++ object's address in its first slot.
-        auto* inst = reinterpret_cast<py::detail::instance*>(self);
-        T* obj = inst->simple_layout ? static_cast<T*>(inst->simple_value_holder[0]) : &py::cast<T&>(self);
+        // The method descriptor has checked that self is a T instance.
+        T* obj = object_of<T>(self);
         if (obj == nullptr) throw py::type_error("the object was not initialized (its __init__ did not run)");
         return Fn(*obj, args, nargs, kwnames).release().ptr();
     } catch (...) {
         return raise_current_exception();
     }
+}
+
+/// Makes a bound class that holds Python objects (cache values, callbacks) take part in
+/// Python's cyclic garbage collection, so a callback or value that refers back to its cache
+/// does not keep both alive forever. T has `int traverse(visitproc, void*) const` (visits
+/// every Python object it holds) and `void clear_references()` (drops them).
+template <class T>
+py::custom_type_setup collected_by_gc() {
+    return py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+        PyTypeObject* type = &heap_type->ht_type;
+        type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+        type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+            Py_VISIT(Py_TYPE(self));  // a heap type's instances keep their type alive
+            const T* obj = object_of<T>(self);
+            return obj == nullptr ? 0 : obj->traverse(visit, arg);
+        };
+        type->tp_clear = [](PyObject* self) {
+            if (T* obj = object_of<T>(self)) obj->clear_references();
+            return 0;
+        };
+    });
 }
 
 /// Installs `def` (METH_FASTCALL | METH_KEYWORDS, static storage) as a method of `cls`.

@@ -183,6 +183,28 @@ def test_evicted_values_are_released():
     assert last() is None
 
 
+def test_cycles_through_the_cache_are_collected():
+    # A callback closing over its cache, or a value holding it, makes a cycle that only the
+    # cyclic garbage collector can free: the caches take part in it.
+    for make in (cache.LRUCache, cache.WTinyLFUCache):
+        c = make(4)
+        c.on_evict = lambda k, v, r: c.get(0)
+        v = Value()
+        v.owner = c
+        c[1] = v
+        c.pin(1)  # pinned values are released too
+        refs = weakref.ref(c), weakref.ref(v)
+        del c, v
+        gc.collect()
+        assert [r() for r in refs] == [None, None]
+    tree = cache.PrefixTree(budget_bytes=100)
+    tree.on_evict = lambda *chunk: tree.evictions
+    ref = weakref.ref(tree)
+    del tree
+    gc.collect()
+    assert ref() is None
+
+
 def test_callbacks_may_reenter_and_raise():
     c = cache.LRUCache(2)
 

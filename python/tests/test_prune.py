@@ -200,3 +200,17 @@ def test_calibration_meets_its_target_on_the_calibration_set(rng, tmp_path):
     assert ev.precision_at_k == pytest.approx(result.chosen.precision_at_k)
     assert ev.precision_at_k == pytest.approx(1 - ev.query_loss.mean())
     assert ev.layer_compute_saved == pytest.approx(1 - ev.mean_active_per_layer.sum() / (20 * 10))
+
+
+def test_an_object_in_use_refuses_a_second_caller():
+    # progressive_rank holds the pruner busy while it calls the model; the model using the same
+    # pruner meanwhile (as another thread could) gets an error, not a corrupted pruner.
+    pruner = prune.ClusterPruner()
+
+    class Meddling(NumpyReranker):
+        def forward(self, layer, ids):
+            pruner.decide(np.array([1.0, 2.0], np.float32), 1)
+    with pytest.raises(frugal.RuntimeFailureError, match="in use by another thread"):
+        prune.progressive_rank(Meddling(np.ones(4), 3, 0), 4, 2, pruner)
+    step, _ = pruner.decide(np.array([1.0, 2.0], np.float32), 1)  # released again
+    assert step.selected + step.deferred + step.dropped == 2
