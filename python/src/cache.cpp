@@ -65,12 +65,18 @@ struct evicted_entry {
 };
 
 /// basic_cache over py_key -> py_value with an optional Python eviction callback. Calls hold
-/// the GIL (the values are Python objects), which also serializes them.
+/// the GIL (the values are Python objects), which also serializes them. A value that leaves
+/// the cache is moved out and released only after the C++ call returns: releasing it may
+/// run Python code (its __del__, the callback) that uses this cache again.
 template <class Policy>
 class py_cache {
 public:
     template <class... PolicyArgs>
-    explicit py_cache(std::size_t capacity, PolicyArgs... args) : core_(capacity, {}, {}, {}, args...) {}
+    explicit py_cache(std::size_t capacity, PolicyArgs... args) : core_(capacity, {}, {}, {}, args...) {
+        core_.set_eviction_callback([this](const py_key& k, py_value& v, eviction_reason why) {
+            on_evict_.push({k, std::move(v.object), why});
+        });
+    }
 
     py::object get(py::handle key, py::object fallback) {
         const py_value* v = core_.get(to_key(key));
@@ -127,16 +133,7 @@ public:
         core_.for_each([&](const py_key& k, const py_value& v) { out.append(py::make_tuple(from_key(k), v.object)); });
         return out;
     }
-    void set_on_evict(py::object cb) {
-        on_evict_.set(std::move(cb));
-        if (on_evict_.active()) {
-            core_.set_eviction_callback([this](const py_key& k, py_value& v, eviction_reason why) {
-                on_evict_.push({k, std::move(v.object), why});
-            });
-        } else {
-            core_.set_eviction_callback(nullptr);
-        }
-    }
+    void set_on_evict(py::object cb) { on_evict_.set(std::move(cb)); }
     [[nodiscard]] const py::object& on_evict() const noexcept { return on_evict_.callable(); }
     [[nodiscard]] const auto& core() const noexcept { return core_; }
 
@@ -150,8 +147,10 @@ public:
     }
     void clear_references() {
         set_on_evict(py::none());
-        // Pinned entries stay in the core, so their values are dropped in place.
-        core_.for_each([](const py_key&, const py_value& v) { const_cast<py_value&>(v).object = py::none(); });
+        // Every value, pinned ones included, is moved out in place, then released once the
+        // walk is over (a __del__ may use the cache).
+        std::vector<py::object> dropped;
+        core_.for_each([&](const py_key&, const py_value& v) { dropped.push_back(std::move(const_cast<py_value&>(v).object)); });
     }
     void reset_stats() noexcept { core_.reset_stats(); }
 
@@ -217,20 +216,17 @@ struct fast_cache_methods {
         return borrow(put_result_objects[static_cast<std::size_t>(r)]);
     }
 
-    template <py::object (*Fn)(T&, PyObject* const*, Py_ssize_t, PyObject*)>
-    static PyCFunction entry() {
-        return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_method<T, Fn>));
-    }
-    static constexpr int flags = METH_FASTCALL | METH_KEYWORDS;
     static inline PyMethodDef defs[] = {
-        {"get", entry<&get>(), flags, "get(key, default=None, /)\n--\n\nThe value of `key` (a hit: the policy records the access), or `default`."},
-        {"peek", entry<&peek>(), flags, "peek(key, default=None, /)\n--\n\nThe value of `key` without counting an access, or `default`."},
-        {"put", entry<&put>(), flags,
-         "put(key, value, /, *, weight=1, cost=1.0)\n--\n\nInserts or replaces `key`; `weight` counts against the "
-         "capacity (1: entries; bytes for a byte budget), `cost` is the miss cost (GDSF). Returns PutResult."},
-        {"__getitem__", entry<&getitem>(), flags, "The value of `key`; KeyError on a miss."},
-        {"__setitem__", entry<&setitem>(), flags, "put(key, value) with weight 1."},
-        {"__contains__", entry<&contains>(), flags, "Whether `key` is cached (no access counted)."},
+        fast_method_def<T, &get>("get", "get(key, default=None, /)\n--\n\nThe value of `key` (a hit: the policy "
+                                        "records the access), or `default`."),
+        fast_method_def<T, &peek>("peek", "peek(key, default=None, /)\n--\n\nThe value of `key` without counting an "
+                                          "access, or `default`."),
+        fast_method_def<T, &put>("put", "put(key, value, /, *, weight=1, cost=1.0)\n--\n\nInserts or replaces `key`; "
+                                        "`weight` counts against the capacity (1: entries; bytes for a byte budget), "
+                                        "`cost` is the miss cost (GDSF). Returns PutResult."),
+        fast_method_def<T, &getitem>("__getitem__", "The value of `key`; KeyError on a miss."),
+        fast_method_def<T, &setitem>("__setitem__", "put(key, value) with weight 1."),
+        fast_method_def<T, &contains>("__contains__", "Whether `key` is cached (no access counted)."),
     };
 };
 
@@ -334,17 +330,12 @@ struct evicted_chunk {
 template <class Policy>
 struct py_prefix_tree {
     using tree_type = cache::prefix_tree<chunk_id, handle_type, Policy>;
-    explicit py_prefix_tree(std::size_t budget) : tree(memory_budget(budget)) {}
-    void set_on_evict(py::object cb) {
-        on_evict.set(std::move(cb));
-        if (on_evict.active()) {
-            tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes) {
-                on_evict.push({id, h, bytes});
-            });
-        } else {
-            tree.set_eviction_callback(nullptr);
-        }
+    explicit py_prefix_tree(std::size_t budget) : tree(memory_budget(budget)) {
+        tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes) {
+            on_evict.push({id, h, bytes});
+        });
     }
+    void set_on_evict(py::object cb) { on_evict.set(std::move(cb)); }
     void deliver() {
         on_evict.deliver([](const py::object& cb, const evicted_chunk& e) { cb(e.id, e.handle, e.bytes); });
     }

@@ -199,6 +199,8 @@ decltype(auto) without_gil(busy_flag& flag, const char* who, Fn&& fn) {
 /// callable after it returns, so that Python code never runs inside a C++ container
 /// mid-update (a callback that uses the same cache, or raises, then cannot corrupt it).
 /// Every pending call is made; the first exception a callback raised is re-raised after.
+/// Without a callable the events (and the Python objects they hold) are just released,
+/// also after the call.
 template <class Event>
 class deferred_callback {
 public:
@@ -218,6 +220,7 @@ public:
         if (pending_.empty()) return;
         std::vector<Event> events;
         events.swap(pending_);
+        if (!active()) return;
         py::object cb = callback_;  // a callback may replace itself
         std::exception_ptr first;
         for (Event& e : events) {
@@ -294,7 +297,15 @@ py::custom_type_setup collected_by_gc() {
     });
 }
 
-/// Installs `def` (METH_FASTCALL | METH_KEYWORDS, static storage) as a method of `cls`.
+/// The method table entry of `fast_method<T, Fn>` named `name`; `doc` starts with the
+/// signature line CPython shows ("get(key, default=None, /)\n--\n\n...").
+template <class T, py::object (*Fn)(T&, PyObject* const*, Py_ssize_t, PyObject*)>
+PyMethodDef fast_method_def(const char* name, const char* doc) {
+    return {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_method<T, Fn>)),
+            METH_FASTCALL | METH_KEYWORDS, doc};
+}
+
+/// Installs `def` (static storage: CPython keeps its address) as a method of `cls`.
 template <class Class>
 void add_fast_method(Class& cls, PyMethodDef& def) {
     auto* descr = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &def);

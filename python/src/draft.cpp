@@ -91,10 +91,8 @@ py::object drafter_chain(py_drafter& d, PyObject* const*, Py_ssize_t nargs, PyOb
     check_arity("chain", nargs, kwnames, 0, 0);
     return d.run("Drafter.chain", true, [&] { return d.d.chain(); }, [](std::span<const token> s) { return copy_out(s); });
 }
-PyMethodDef drafter_chain_def{
-    "chain", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_method<py_drafter, &drafter_chain>)),
-    METH_FASTCALL | METH_KEYWORDS,
-    "chain()\n--\n\nA chain draft of at most max_draft tokens (int32 array; empty when nothing matches)."};
+PyMethodDef drafter_chain_def = fast_method_def<py_drafter, &drafter_chain>(
+    "chain", "chain()\n--\n\nA chain draft of at most max_draft tokens (int32 array; empty when nothing matches).");
 
 struct py_automaton {
     automaton a;

@@ -183,6 +183,19 @@ def test_evicted_values_are_released():
     assert last() is None
 
 
+def test_a_value_released_by_an_eviction_may_use_the_cache():
+    # Without a callback too, evicted values are released after the C++ call, never inside it.
+    c = cache.LRUCache(2)
+
+    class Reentrant:
+        def __del__(self):
+            c.put(99, "from __del__")
+    c[1] = Reentrant()
+    c[2] = 2
+    c[3] = 3  # evicts 1, whose __del__ puts 99 and so evicts 2
+    assert sorted(c.keys()) == [3, 99]
+
+
 def test_cycles_through_the_cache_are_collected():
     # A callback closing over its cache, or a value holding it, makes a cycle that only the
     # cyclic garbage collector can free: the caches take part in it.
