@@ -56,13 +56,33 @@ struct report_context {
     [[nodiscard]] std::optional<std::filesystem::path> data_file(const std::string& relative) const;
 };
 
+/// One line of the report's opening table: a headline figure of a section, the baseline or
+/// peer it is measured against in the same run, and the target it must meet (if any).
+struct headline {
+    std::string what;      // e.g. "decode, batch 8 x 4096, paged f32: bandwidth / membw"
+    double value = 0;      // the measured figure (a ratio when `baseline` is set)
+    std::string baseline;  // what `value` is relative to, in words ("" for an absolute figure)
+    std::string target;    // e.g. ">= 0.80" ("" when the figure has no target)
+    bool met = true;       // whether `value` meets `target`
+};
+
+/// A table of some of a section's records: those whose fields equal `filter`, showing
+/// `columns` (every field of the selected records when empty).
+struct table_spec {
+    std::string title;  // "" for a section's only table
+    std::vector<std::string> columns;
+    record filter = record::object();
+};
+
 struct report_section {
     std::string title;
     std::string data_source;  // which data the section used, in words
     std::string notes;        // markdown shown under the title
     std::vector<record> records;
-    std::vector<std::string> columns;  // table columns ("" = every field)
+    std::vector<std::string> columns;  // the single table's columns when `tables` is empty ("" = every field)
+    std::vector<table_spec> tables;    // several tables of unrelated records; empty = one table
     std::vector<plot_spec> plots;
+    std::vector<headline> headlines;   // rows of the report's opening table
 };
 
 /// One `frugal-bench <name>` subcommand. Options are bound to members in configure().

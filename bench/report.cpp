@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -67,16 +68,26 @@ std::string shell_quote(const std::string& s) {
     return out + "'";
 }
 
-void write_table(std::ostream& md, const report_section& section) {
-    if (section.records.empty()) {
+bool matches(const record& r, const record& filter) {
+    for (const auto& [key, value] : filter.items())
+        if (!r.contains(key) || r[key] != value) return false;
+    return true;
+}
+
+void write_table(std::ostream& md, const std::vector<record>& all, const table_spec& spec) {
+    std::vector<const record*> rows;
+    for (const auto& r : all)
+        if (matches(r, spec.filter)) rows.push_back(&r);
+    if (!spec.title.empty()) md << "### " << spec.title << "\n\n";
+    if (rows.empty()) {
         md << "_No results._\n\n";
         return;
     }
-    std::vector<std::string> columns = section.columns;
+    std::vector<std::string> columns = spec.columns;
     if (columns.empty()) {
         std::set<std::string> seen;
-        for (const auto& r : section.records)
-            for (const auto& [key, _] : r.items())
+        for (const record* r : rows)
+            for (const auto& [key, _] : r->items())
                 if (seen.insert(key).second) columns.push_back(key);
     }
     md << "|";
@@ -84,11 +95,61 @@ void write_table(std::ostream& md, const report_section& section) {
     md << "\n|";
     for (std::size_t i = 0; i < columns.size(); ++i) md << "---|";
     md << "\n";
-    for (const auto& r : section.records) {
+    for (const record* r : rows) {
         md << "|";
-        for (const auto& c : columns) md << " " << (r.contains(c) ? format_value(r[c]) : "") << " |";
+        for (const auto& c : columns) md << " " << (r->contains(c) ? format_value((*r)[c]) : "") << " |";
         md << "\n";
     }
+    md << "\n";
+}
+
+// The first line a command prints, or "" when it fails (used for the revision and tools).
+std::string first_line_of(const std::string& command) {
+    std::string out;
+    if (FILE* p = popen(command.c_str(), "r")) {
+        char buf[512];
+        if (std::fgets(buf, sizeof buf, p) != nullptr) out = buf;
+        pclose(p);
+    }
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    return out;
+}
+
+// The revision the figures came from: the commit of the source tree frugal-bench was built
+// from, marked "+ local changes" when the tree differs from it.
+std::string source_revision() {
+    const std::string git = "git -C " + shell_quote(FRUGAL_BENCH_SOURCE_DIR) + " ";
+    const std::string commit = first_line_of(git + "rev-parse --short=12 HEAD 2>/dev/null");
+    if (commit.empty()) return "unknown (not built from a git checkout)";
+    const bool dirty = !first_line_of(git + "status --porcelain --untracked-files=no 2>/dev/null").empty();
+    return commit + (dirty ? " + local changes" : "");
+}
+
+// Every data file a report can read, with its size: enough to tell two runs' inputs apart.
+std::string data_listing(const fs::path& dir) {
+    std::vector<std::string> lines;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (!e.is_regular_file() || e.path().filename() == "README.md") continue;
+        lines.push_back("  - `" + fs::relative(e.path(), dir).string() + "` (" + std::to_string(e.file_size()) + " bytes)");
+    }
+    std::sort(lines.begin(), lines.end());
+    std::string out;
+    for (const auto& l : lines) out += l + "\n";
+    return out;
+}
+
+void write_headlines(std::ostream& md, const std::vector<std::pair<std::string, report_section>>& sections) {
+    std::size_t rows = 0;
+    for (const auto& [name, s] : sections) rows += s.headlines.size();
+    if (rows == 0) return;
+    md << "## Headline figures\n\n"
+       << "Each figure is measured in this run against the baseline or peer named beside it.\n\n"
+       << "| section | figure | value | relative to | target | met |\n|---|---|---|---|---|---|\n";
+    for (const auto& [name, s] : sections)
+        for (const auto& h : s.headlines)
+            md << "| " << name << " | " << h.what << " | " << format_value(record(h.value)) << " | "
+               << (h.baseline.empty() ? "—" : h.baseline) << " | " << (h.target.empty() ? "—" : h.target) << " | "
+               << (h.target.empty() ? "" : (h.met ? "yes" : "**no**")) << " |\n";
     md << "\n";
 }
 
@@ -151,18 +212,26 @@ int run_report(const report_options& options, const std::vector<std::unique_ptr<
     md << "# frugal benchmark report\n\n"
        << "- date: " << date << "\n- machine: " << cpu_model() << ", "
        << std::thread::hardware_concurrency() << " hardware threads\n"
-       << "- compiler: " << __VERSION__ << "\n"
+       << "- frugal: " << source_revision() << "\n"
+       << "- compiler: " << FRUGAL_BENCH_COMPILER << " (" << __VERSION__ << ")\n"
+       << "- flags: `" << FRUGAL_BENCH_FLAGS << "`\n"
        << "- evaluation data: "
-       << (ctx.data_dir ? ctx.data_dir->string() : std::string("none (generated workloads only)")) << "\n"
+       << (ctx.data_dir ? ctx.data_dir->string() + "\n" + data_listing(*ctx.data_dir)
+                        : std::string("none (generated workloads only)\n"))
        << "- workloads: " << (ctx.quick ? "quick (harness check; figures are not meaningful)" : "full") << "\n"
        << "- plots: " << plot_status << "\n\n"
        << "Every figure is measured in this run, side by side with its baseline; ratios are "
           "what to read, absolute times vary with the machine's load.\n\n";
+    write_headlines(md, sections);
     for (const auto& [name, section] : sections) {
         md << "## " << (section.title.empty() ? name : section.title) << "\n\n";
         if (!section.data_source.empty()) md << "Data: " << section.data_source << "\n\n";
         if (!section.notes.empty()) md << section.notes << "\n\n";
-        write_table(md, section);
+        if (section.tables.empty()) {
+            write_table(md, section.records, table_spec{.title = "", .columns = section.columns});
+        } else {
+            for (const auto& t : section.tables) write_table(md, section.records, t);
+        }
         for (const auto& p : section.plots) {
             if (fs::exists(out / p.file)) md << "![" << p.title << "](" << p.file << ")\n\n";
         }

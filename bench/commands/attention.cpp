@@ -1,18 +1,31 @@
-// `frugal-bench attention`: tiled online-softmax attention against HyperGen's staged
-// attention, a naive materialized softmax(QK^T)V, and an Eigen GEMM of the same FLOP
-// count (the practical roofline), all in the same run with the same threads.
+// `frugal-bench attention`: two benches in one command, each measured against baselines in
+// the same run with the same threads.
+//  - single sequence (--sq/--skv): tiled online-softmax attention against HyperGen's staged
+//    attention, a naive materialized softmax(QK^T)V, and an Eigen GEMM of the same FLOP
+//    count (the practical compute roofline);
+//  - serving (--mode prefill|decode|mixed): batch attention over a paged KV cache against
+//    the same batch over contiguous KV, a per-sequence loop over contiguous fp32 copies
+//    (what an engine did before), a streaming read of the same K/V bytes (the decode
+//    bandwidth roofline) and, for prefill, the GEMM roofline.
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cmath>
+#include <cstdint>
+#include <ctime>
+#include <functional>
 #include <limits>
+#include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <frugal/sim/staged_attention.hpp>
+#include <xsimd/xsimd.hpp>
+
+#include <frugal/attention/batch_attention.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
+#include <frugal/sim/staged_attention.hpp>
 
 #include "harness.hpp"
 
@@ -40,36 +53,41 @@ struct tensors {
     }
 };
 
-// max |out - float64 reference| over every output element.
-double check(const workload& w, std::size_t kvh, const tensors& t, const std::vector<float>& out,
-             const attention::attention_mask& mask) {
-    std::vector<double> worst(w.threads, 0.0);
-    const double scale = 1.0 / std::sqrt(double(w.d));
-    const auto sq = std::int64_t(w.sq), skv = std::int64_t(w.skv);
-    parallel_for(default_thread_pool(), w.heads * w.sq, w.threads, [&](std::size_t item, std::size_t worker) {
-        const std::size_t h = item / w.sq, i = item % w.sq, g = h / (w.heads / kvh);
-        std::vector<double> s(w.skv, -std::numeric_limits<double>::infinity()), o(w.d, 0.0);
+// One sequence's attention operands as token-major fp32 arrays ([tokens][heads][d]).
+struct sequence_view {
+    std::size_t sq, skv, d, heads, kv_heads;
+    const float *q, *k, *v, *out;
+};
+
+// max |out - float64 reference| over every output element of one sequence.
+double check(const sequence_view& x, std::size_t threads, const attention::attention_mask& mask) {
+    std::vector<double> worst(threads, 0.0);
+    const double scale = 1.0 / std::sqrt(double(x.d));
+    const auto sq = std::int64_t(x.sq), skv = std::int64_t(x.skv);
+    parallel_for(default_thread_pool(), x.heads * x.sq, threads, [&](std::size_t item, std::size_t worker) {
+        const std::size_t h = item / x.sq, i = item % x.sq, g = h / (x.heads / x.kv_heads);
+        std::vector<double> s(x.skv, -std::numeric_limits<double>::infinity()), o(x.d, 0.0);
         double mx = -std::numeric_limits<double>::infinity();
-        const float* qi = &t.q[(i * w.heads + h) * w.d];
-        for (std::size_t j = 0; j < w.skv; ++j) {
+        const float* qi = &x.q[(i * x.heads + h) * x.d];
+        for (std::size_t j = 0; j < x.skv; ++j) {
             if (!mask.visible(std::int64_t(i), std::int64_t(j), sq, skv)) continue;
-            const float* kj = &t.k[(j * kvh + g) * w.d];
+            const float* kj = &x.k[(j * x.kv_heads + g) * x.d];
             double acc = 0;
-            for (std::size_t c = 0; c < w.d; ++c) acc += double(qi[c]) * double(kj[c]);
+            for (std::size_t c = 0; c < x.d; ++c) acc += double(qi[c]) * double(kj[c]);
             s[j] = acc * scale;
             mx = std::max(mx, s[j]);
         }
         double sum = 0;
-        for (std::size_t j = 0; j < w.skv && mx > -std::numeric_limits<double>::infinity(); ++j) {
+        for (std::size_t j = 0; j < x.skv && mx > -std::numeric_limits<double>::infinity(); ++j) {
             const double p = std::exp(s[j] - mx);
             sum += p;
             if (p == 0.0) continue;
-            const float* vj = &t.v[(j * kvh + g) * w.d];
-            for (std::size_t c = 0; c < w.d; ++c) o[c] += p * double(vj[c]);
+            const float* vj = &x.v[(j * x.kv_heads + g) * x.d];
+            for (std::size_t c = 0; c < x.d; ++c) o[c] += p * double(vj[c]);
         }
-        for (std::size_t c = 0; c < w.d; ++c) {
+        for (std::size_t c = 0; c < x.d; ++c) {
             const double want = sum > 0 ? o[c] / sum : 0.0;
-            worst[worker] = std::max(worst[worker], std::abs(double(out[(i * w.heads + h) * w.d + c]) - want));
+            worst[worker] = std::max(worst[worker], std::abs(double(x.out[(i * x.heads + h) * x.d + c]) - want));
         }
     });
     return *std::max_element(worst.begin(), worst.end());
@@ -78,6 +96,50 @@ double check(const workload& w, std::size_t kvh, const tensors& t, const std::ve
 // Rows of Q per GEMM in the roofline: a multiple of the micro-kernel, small enough
 // that the materialized product stays in a few MiB.
 constexpr std::size_t roofline_rows = 256;
+
+// The practical compute roofline of prefill: Eigen GEMMs of the same FLOP count as dense
+// attention, per (sequence, head) (sq x d)(d x skv) then (sq x skv)(skv x d), in row
+// blocks of `roofline_rows` spread over the same threads. `scratch` holds the products.
+struct gemm_roofline {
+    struct problem {
+        attention::heads_view<const float> q, k, v;
+        attention::heads_view<float> out;
+    };
+    std::function<void()> run;
+    std::size_t bytes = 0;
+
+    gemm_roofline(std::vector<problem> problems, std::size_t threads, std::vector<float>& scratch) {
+        struct block {
+            std::size_t problem, head, r0, n;
+        };
+        std::vector<block> blocks;
+        std::size_t widest = 0;
+        for (std::size_t p = 0; p < problems.size(); ++p) {
+            const auto& x = problems[p];
+            widest = std::max(widest, x.k.tokens());
+            for (std::size_t h = 0; h < x.q.heads(); ++h)
+                for (std::size_t r0 = 0; r0 < x.q.tokens(); r0 += roofline_rows)
+                    blocks.push_back({p, h, r0, std::min(roofline_rows, x.q.tokens() - r0)});
+        }
+        const std::size_t workers = std::min(threads, blocks.size());
+        scratch.resize(workers * roofline_rows * widest);
+        bytes = scratch.size() * sizeof(float);
+        run = [problems = std::move(problems), blocks = std::move(blocks), workers, widest, &scratch] {
+            const frugal::eigen::backend cpu;
+            parallel_for(default_thread_pool(), blocks.size(), workers, [&](std::size_t i, std::size_t worker) {
+                const block& b = blocks[i];
+                const problem& x = problems[b.problem];
+                const std::size_t g = b.head / (x.q.heads() / x.k.heads()), skv = x.k.tokens();
+                const matrix_view<float> s(scratch.data() + worker * roofline_rows * widest, b.n, skv);
+                const float scale = 1.0f / std::sqrt(float(x.q.dim()));
+                cpu.gemm(x.q.head(b.head).row_block(b.r0, b.n), transpose::no, x.k.head(g), transpose::yes, s, scale,
+                         0.0f);
+                cpu.gemm(matrix_view<const float>(s), transpose::no, x.v.head(g), transpose::no,
+                         x.out.head(b.head).row_block(b.r0, b.n), 1.0f, 0.0f);
+            });
+        };
+    }
+};
 
 std::vector<record> compare(const workload& w, const std::vector<std::string>& impls, bool with_check,
                             double min_seconds) {
@@ -116,25 +178,11 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
     };
     // Buffers live here: the timed closures below run after the branches that set them up.
     std::vector<float> c, tiled_ws, s_all;
-    const std::size_t blocks = (w.sq + roofline_rows - 1) / roofline_rows;
-    const std::size_t rows = std::min(roofline_rows, w.sq);
     const auto tiled_plan = attention::tiled::plan(shape, options, budget);
     const auto staged_plan = sim::staged_attention::plan(shape, options, budget);
     if (want("gemm")) {
-        // The same FLOP count as dense attention: per head, (sq x d)(d x skv) then
-        // (sq x skv)(skv x d), in row blocks spread over the same threads.
-        c.resize(std::min(w.threads, w.heads * blocks) * rows * w.skv);
-        add("gemm", [&] {
-            parallel_for(default_thread_pool(), w.heads * blocks, w.threads, [&](std::size_t item, std::size_t worker) {
-                const std::size_t h = item / blocks, r0 = item % blocks * roofline_rows;
-                const std::size_t n = std::min(roofline_rows, w.sq - r0);
-                const matrix_view<float> s(c.data() + worker * rows * w.skv, n, w.skv);
-                const std::size_t g = h / (w.heads / kvh);
-                cpu.gemm(qv.head(h).row_block(r0, n), transpose::no, kv.head(g), transpose::yes, s, scale, 0.0f);
-                cpu.gemm(matrix_view<const float>(s), transpose::no, vv.head(g), transpose::no,
-                         ov.head(h).row_block(r0, n), 1.0f, 0.0f);
-            });
-        }, c.size() * sizeof(float), flops);
+        const gemm_roofline g({{qv, kv, vv, ov}}, w.threads, c);
+        add("gemm", g.run, g.bytes, flops);
     }
     if (want("tiled")) {
         tiled_ws.resize(tiled_plan.workspace_bytes() / sizeof(float));
@@ -171,7 +219,9 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
     for (auto& r : results) {
         std::fill(t.out.begin(), t.out.end(), 0.0f);
         r.fn();
-        if (with_check && r.impl != "gemm") r.err = check(w, kvh, t, t.out, mask);
+        if (with_check && r.impl != "gemm")
+            r.err = check({w.sq, w.skv, w.d, w.heads, kvh, t.q.data(), t.k.data(), t.v.data(), t.out.data()}, w.threads,
+                          mask);
     }
     const auto start = std::chrono::steady_clock::now();
     for (int round = 0; round < 3 || std::chrono::steady_clock::now() - start < std::chrono::duration<double>(min_seconds);
@@ -199,11 +249,323 @@ std::vector<record> compare(const workload& w, const std::vector<std::string>& i
     return out;
 }
 
+// Serving: a batch over a paged KV cache.
+
+struct serve_workload {
+    std::string mode = "decode";  // prefill | decode | mixed
+    std::size_t batch = 8, kv_len = 4096, heads = 32, kv_heads = 8, d = 128, page_size = 16, threads = 1;
+    double spread = 0;            // kv lengths uniform in [kv_len (1 - spread), kv_len (1 + spread)]
+    std::size_t chunk = 512;      // mixed: query tokens of each prefill chunk
+    std::string dtype = "f32", layout = "hnd";
+    bool causal = false;          // prefill: causal mask (decode and mixed are always causal)
+};
+
+// The batch: KV lengths, query lengths, and the mask. Prefill sequences are new (q_len =
+// kv_len); decode has one query per sequence; mixed alternates decodes and prefill chunks
+// (the last `chunk` tokens of a sequence are new).
+struct serve_batch {
+    std::vector<std::size_t> kv_lens, q_lens, qo_indptr{0};
+    attention::attention_mask mask;
+    explicit serve_batch(const serve_workload& w) {
+        std::mt19937 rng(7);
+        const double lo = double(w.kv_len) * (1 - w.spread), hi = double(w.kv_len) * (1 + w.spread);
+        std::uniform_real_distribution<double> len(lo, hi);
+        for (std::size_t s = 0; s < w.batch; ++s) {
+            const auto n = std::max<std::size_t>(1, w.spread > 0 ? std::size_t(std::llround(len(rng))) : w.kv_len);
+            kv_lens.push_back(n);
+            const bool prefill = w.mode == "prefill" || (w.mode == "mixed" && s % 2 == 1);
+            q_lens.push_back(!prefill ? 1 : w.mode == "mixed" ? std::min(n, w.chunk) : n);
+            qo_indptr.push_back(qo_indptr.back() + q_lens.back());
+        }
+        mask = w.mode == "prefill" && !w.causal ? attention::attention_mask::none() : attention::attention_mask::causal();
+    }
+};
+
+// A page pool holding every sequence's K/V in storage type T: pages of `page_size`
+// tokens handed out in a shuffled order (as a serving engine's allocator leaves them), or
+// one page per sequence (contiguous KV).
+template <class T>
+struct serve_pool {
+    std::vector<std::int32_t> indptr{0}, indices, last;
+    std::vector<T> k, v;
+    std::size_t pages = 0, page_size = 0, kv_heads = 0, d = 0;
+    attention::kv_layout layout;
+    serve_pool(const serve_batch& b, const serve_workload& w, bool contiguous)
+        : kv_heads(w.kv_heads), d(w.d), layout(w.layout == "nhd" ? attention::kv_layout::nhd : attention::kv_layout::hnd) {
+        page_size = contiguous ? *std::max_element(b.kv_lens.begin(), b.kv_lens.end()) : w.page_size;
+        for (std::size_t n : b.kv_lens) {
+            const std::size_t p = (n + page_size - 1) / page_size;
+            indptr.push_back(indptr.back() + std::int32_t(p));
+            last.push_back(std::int32_t(n - (p - 1) * page_size));
+        }
+        pages = std::size_t(indptr.back());
+        indices.resize(pages);
+        std::iota(indices.begin(), indices.end(), 0);
+        if (!contiguous) std::shuffle(indices.begin(), indices.end(), std::mt19937(11));
+        // Values: one N(0, 1) stream per pool, so paged and contiguous hold the same K/V
+        // when filled through `fill`.
+        k.resize(pages * page_size * kv_heads * d);
+        v.resize(k.size());
+    }
+    [[nodiscard]] attention::paged_kv<const T> view() const {
+        return attention::paged_kv<const T>::separate(k.data(), v.data(), pages, kv_heads, d, layout,
+                                                      {indptr, indices, last, page_size});
+    }
+    // Writes token t of KV head h of sequence s (K row, V row).
+    void set(std::size_t s, std::size_t h, std::size_t t, const float* krow, const float* vrow) {
+        const attention::page_geometry g{page_size, kv_heads, d, page_size * kv_heads * d, layout};
+        const std::size_t at = g.row_offset(std::size_t(indices[std::size_t(indptr[s]) + t / page_size]), h, t % page_size);
+        attention::from_floats(krow, k.data() + at, d);
+        attention::from_floats(vrow, v.data() + at, d);
+    }
+};
+
+// A streaming read of `bytes` bytes of the pools by `threads` workers: the bandwidth
+// roofline of decode (every K/V byte read once, no compute).
+struct stream_read {
+    std::vector<std::pair<const unsigned char*, std::size_t>> pieces;  // 1 MiB pieces
+    mutable std::vector<std::uint32_t> sink;
+    stream_read(std::initializer_list<std::pair<const void*, std::size_t>> regions, std::size_t threads)
+        : sink(threads * 16) {
+        constexpr std::size_t piece = std::size_t(1) << 20;
+        for (const auto& [p, n] : regions)
+            for (std::size_t at = 0; at < n; at += piece)
+                pieces.emplace_back(static_cast<const unsigned char*>(p) + at, std::min(piece, n - at));
+    }
+    void operator()(std::size_t threads) const {
+        using batch = xsimd::batch<std::uint32_t>;
+        constexpr std::size_t lanes = batch::size;
+        parallel_for(default_thread_pool(), pieces.size(), threads, [&](std::size_t i, std::size_t worker) {
+            const auto* p = reinterpret_cast<const std::uint32_t*>(pieces[i].first);
+            const std::size_t n = pieces[i].second / sizeof(std::uint32_t);
+            batch a0(0u), a1(0u), a2(0u), a3(0u);
+            std::size_t j = 0;
+            for (; j + 4 * lanes <= n; j += 4 * lanes) {
+                a0 ^= batch::load_unaligned(p + j);
+                a1 ^= batch::load_unaligned(p + j + lanes);
+                a2 ^= batch::load_unaligned(p + j + 2 * lanes);
+                a3 ^= batch::load_unaligned(p + j + 3 * lanes);
+            }
+            std::uint32_t x = 0;
+            for (; j < n; ++j) x ^= p[j];
+            ((a0 ^ a1) ^ (a2 ^ a3)).store_unaligned(sink.data() + worker * 16);
+            sink[worker * 16] ^= x;
+        });
+    }
+};
+
+// CPU time of the whole process (every thread), in ms: what a run costs in core time,
+// whatever share of the cores the scheduler gave it.
+double process_cpu_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
+template <class T>
+std::vector<record> serve_compare(const serve_workload& w, const std::vector<std::string>& impls, bool with_check,
+                                  double min_seconds) {
+    const serve_batch b(w);
+    const std::size_t hq = w.heads, hkv = w.kv_heads == 0 ? w.heads : w.kv_heads, d = w.d;
+    const std::size_t tokens = b.qo_indptr.back();
+    const auto want = [&](const char* name) {
+        return std::find(impls.begin(), impls.end(), name) != impls.end() ||
+               std::find(impls.begin(), impls.end(), "all") != impls.end();
+    };
+    // Inputs: fp32 values rounded to T once, so every implementation reads the same numbers.
+    std::mt19937 rng(42);
+    std::normal_distribution<float> dist;
+    const auto round = [](float x) { return attention::to_float(attention::from_float<T>(x)); };
+    std::vector<float> qf(tokens * hq * d);
+    for (auto& x : qf) x = round(dist(rng));
+    std::vector<T> q(qf.size()), out(qf.size());
+    attention::from_floats(qf.data(), q.data(), q.size());
+    const bool need_contiguous_pool = want("contiguous");
+    serve_pool<T> paged(b, w, false);
+    std::optional<serve_pool<T>> contiguous;
+    if (need_contiguous_pool) contiguous.emplace(b, w, true);
+    // Per sequence fp32 token-major K/V ([len][kv_heads][d]): the naive loop's input, the
+    // GEMM roofline's and the checker's.
+    std::vector<std::vector<float>> kf(w.batch), vf(w.batch);
+    std::vector<float> krow(d), vrow(d);
+    for (std::size_t s = 0; s < w.batch; ++s) {
+        kf[s].resize(b.kv_lens[s] * hkv * d);
+        vf[s].resize(kf[s].size());
+        for (std::size_t t = 0; t < b.kv_lens[s]; ++t)
+            for (std::size_t h = 0; h < hkv; ++h) {
+                for (std::size_t c = 0; c < d; ++c) {
+                    krow[c] = round(dist(rng));
+                    vrow[c] = round(dist(rng));
+                }
+                std::copy(krow.begin(), krow.end(), kf[s].begin() + std::ptrdiff_t((t * hkv + h) * d));
+                std::copy(vrow.begin(), vrow.end(), vf[s].begin() + std::ptrdiff_t((t * hkv + h) * d));
+                paged.set(s, h, t, krow.data(), vrow.data());
+                if (contiguous) contiguous->set(s, h, t, krow.data(), vrow.data());
+            }
+    }
+    std::size_t kv_bytes = 0;
+    double pairs = 0;
+    for (std::size_t s = 0; s < w.batch; ++s) {
+        kv_bytes += 2 * b.kv_lens[s] * hkv * d * sizeof(T);
+        pairs += double(b.mask.visible_pairs(std::int64_t(b.q_lens[s]), std::int64_t(b.kv_lens[s])));
+    }
+    // Useful FLOPs (visible pairs only) and the dense count the GEMM roofline computes.
+    const double flops = 4.0 * pairs * double(d) * double(hq);
+    double dense_flops = 0;
+    for (std::size_t s = 0; s < w.batch; ++s) dense_flops += 4.0 * double(b.q_lens[s] * b.kv_lens[s]) * double(d * hq);
+    const attention::batch_shape shape{.q_heads = hq, .kv_heads = hkv, .head_dim = d, .qo_indptr = b.qo_indptr,
+                                       .kv_lens = b.kv_lens};
+    const auto plan = attention::batch::plan(shape, {.mask = b.mask, .dtype = attention::dtype_of<T>, .threads = w.threads});
+    std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
+    const frugal::eigen::attention_backend cpu;
+    const auto qv = attention::heads_view<const T>::token_major(q.data(), tokens, hq, d);
+    const auto ov = attention::heads_view<T>::token_major(out.data(), tokens, hq, d);
+
+    struct result {
+        std::string impl;
+        std::function<void()> fn;
+        std::size_t workspace;
+        double err = -1;
+        std::vector<double> ms = {}, cpu_ms = {};
+    };
+    std::vector<result> results;
+    // Buffers the closures use.
+    std::vector<float> gemm_scratch, naive_k, naive_v, naive_q, naive_out, qf_out(qf.size()), naive_ws;
+    const auto paged_view = paged.view();
+    if (want("paged")) {
+        results.push_back({"paged", [&] {
+            attention::batch::run(plan, cpu, qv, paged_view, ov, {}, std::span<float>(ws), default_thread_pool());
+        }, plan.workspace_bytes(), -1});
+    }
+    std::optional<attention::paged_kv<const T>> contiguous_view;
+    if (contiguous) {
+        contiguous_view.emplace(contiguous->view());
+        results.push_back({"contiguous", [&] {
+            attention::batch::run(plan, cpu, qv, *contiguous_view, ov, {}, std::span<float>(ws), default_thread_pool());
+        }, plan.workspace_bytes(), -1});
+    }
+    if (want("naive")) {
+        // Before the batch API: per sequence, copy its pages into contiguous fp32 K/V and
+        // its queries into fp32, then plan and run tiled attention, then convert back.
+        std::size_t longest = *std::max_element(b.kv_lens.begin(), b.kv_lens.end());
+        std::size_t longest_q = *std::max_element(b.q_lens.begin(), b.q_lens.end());
+        naive_k.resize(longest * hkv * d);
+        naive_v.resize(naive_k.size());
+        naive_q.resize(longest_q * hq * d);
+        naive_out.resize(naive_q.size());
+        std::size_t most = 0;
+        for (std::size_t s = 0; s < w.batch; ++s) {
+            const attention::attention_shape sh{.q_heads = hq, .kv_heads = hkv, .q_len = b.q_lens[s],
+                                                .kv_len = b.kv_lens[s], .head_dim = d};
+            most = std::max(most, attention::tiled::plan(sh, {.mask = b.mask, .threads = w.threads},
+                                                         memory_budget::mib(16)).workspace_bytes());
+        }
+        naive_ws.resize(most / sizeof(float));
+        results.push_back({"naive", [&] {
+            for (std::size_t s = 0; s < w.batch; ++s) {
+                const std::size_t n = b.kv_lens[s], ql = b.q_lens[s];
+                for (std::size_t t = 0; t < n; ++t)
+                    for (std::size_t h = 0; h < hkv; ++h) {
+                        const auto kr = paged_view.k_rows(s, h, t, 1), vr = paged_view.v_rows(s, h, t, 1);
+                        attention::to_floats(kr.data(), naive_k.data() + (t * hkv + h) * d, d);
+                        attention::to_floats(vr.data(), naive_v.data() + (t * hkv + h) * d, d);
+                    }
+                attention::to_floats(q.data() + b.qo_indptr[s] * hq * d, naive_q.data(), ql * hq * d);
+                const attention::attention_shape sh{.q_heads = hq, .kv_heads = hkv, .q_len = ql, .kv_len = n, .head_dim = d};
+                const auto p = attention::tiled::plan(sh, {.mask = b.mask, .threads = w.threads}, memory_budget::mib(16));
+                attention::tiled::run(p, cpu, attention::heads_view<const float>::token_major(naive_q.data(), ql, hq, d),
+                                      attention::heads_view<const float>::token_major(naive_k.data(), n, hkv, d),
+                                      attention::heads_view<const float>::token_major(naive_v.data(), n, hkv, d),
+                                      attention::heads_view<float>::token_major(naive_out.data(), ql, hq, d), {},
+                                      std::span<float>(naive_ws));
+                attention::from_floats(naive_out.data(), out.data() + b.qo_indptr[s] * hq * d, ql * hq * d);
+            }
+        }, (naive_k.size() * 2 + naive_q.size() * 2 + naive_ws.size()) * sizeof(float), -1});
+    }
+    const stream_read reader({{paged.k.data(), kv_bytes / 2}, {paged.v.data(), kv_bytes / 2}}, w.threads);
+    if (want("membw")) results.push_back({"membw", [&] { reader(w.threads); }, 0, -1});
+    std::vector<gemm_roofline::problem> problems;
+    for (std::size_t s = 0; s < w.batch && w.mode != "decode"; ++s) {
+        problems.push_back({attention::heads_view<const float>::token_major(qf.data() + b.qo_indptr[s] * hq * d,
+                                                                            b.q_lens[s], hq, d),
+                            attention::heads_view<const float>::token_major(kf[s].data(), b.kv_lens[s], hkv, d),
+                            attention::heads_view<const float>::token_major(vf[s].data(), b.kv_lens[s], hkv, d),
+                            attention::heads_view<float>::token_major(qf_out.data() + b.qo_indptr[s] * hq * d,
+                                                                      b.q_lens[s], hq, d)});
+    }
+    std::optional<gemm_roofline> roofline;
+    if (!problems.empty()) {
+        roofline.emplace(std::move(problems), w.threads, gemm_scratch);
+        results.push_back({"gemm", roofline->run, roofline->bytes, -1});
+    }
+
+    // Warm up (and check), then interleaved rounds, so every implementation sees the same
+    // load; each reports its best round (the least disturbed on a shared machine, as in the
+    // single-sequence bench) and its median.
+    std::vector<float> got(out.size());
+    for (auto& r : results) {
+        std::fill(out.begin(), out.end(), attention::from_float<T>(0.0f));
+        r.fn();
+        if (!with_check || r.impl == "membw" || r.impl == "gemm") continue;
+        attention::to_floats(out.data(), got.data(), out.size());
+        r.err = 0;
+        for (std::size_t s = 0; s < w.batch; ++s) {
+            const std::size_t at = b.qo_indptr[s] * hq * d;
+            r.err = std::max(r.err, check({b.q_lens[s], b.kv_lens[s], d, hq, hkv, qf.data() + at, kf[s].data(),
+                                           vf[s].data(), got.data() + at}, w.threads, b.mask));
+        }
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (int round = 0; round < 5 || std::chrono::steady_clock::now() - start < std::chrono::duration<double>(min_seconds);
+         ++round) {
+        for (auto& r : results) {
+            const double c0 = process_cpu_ms();
+            const auto t0 = std::chrono::steady_clock::now();
+            r.fn();
+            r.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+            r.cpu_ms.push_back(process_cpu_ms() - c0);
+        }
+    }
+    const auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    const auto find = [&](const char* name) {
+        return std::find_if(results.begin(), results.end(), [&](const result& r) { return r.impl == name; });
+    };
+    const auto membw = find("membw");
+    const auto gemm = find("gemm");
+    const auto best = [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); };
+    std::vector<record> records;
+    for (const auto& r : results) {
+        const double ms = best(r.ms);
+        const double gbs = double(kv_bytes) / (ms * 1e6);
+        record rec{{"impl", r.impl}, {"mode", w.mode}, {"batch", w.batch}, {"kv_len", w.kv_len},
+                   {"kv_len_spread", w.spread}, {"dtype", w.dtype}, {"heads", hq}, {"kv_heads", hkv}, {"d", d},
+                   {"page_size", w.page_size}, {"layout", w.layout}, {"threads", w.threads}, {"ms", ms},
+                   {"median_ms", median(r.ms)}, {"kv_bytes", kv_bytes},
+                   {"gbytes_per_s", gbs}};
+        if (membw != results.end()) {
+            rec["bandwidth_ratio"] = best(membw->ms) / ms;
+            rec["cpu_ms"] = best(r.cpu_ms);
+            rec["cpu_bandwidth_ratio"] = best(membw->cpu_ms) / best(r.cpu_ms);
+        }
+        if (r.impl != "membw") rec["gflops"] = (r.impl == "gemm" ? dense_flops : flops) / (ms * 1e6);
+        if (gemm != results.end() && r.impl != "membw" && r.impl != "gemm")
+            rec["ratio_to_gemm"] = (flops / ms) / (dense_flops / best(gemm->ms));
+        rec["workspace_bytes"] = r.workspace;
+        if (r.err >= 0) rec["max_abs_err"] = r.err;
+        records.push_back(std::move(rec));
+    }
+    return records;
+}
+
 class attention_command final : public subcommand {
 public:
     std::string name() const override { return "attention"; }
     std::string summary() const override {
-        return "tiled online-softmax attention vs HyperGen staged, naive and an Eigen GEMM roofline";
+        return "tiled attention vs HyperGen staged, naive and a GEMM roofline; with --mode, batch attention over a "
+               "paged KV cache vs contiguous KV, a per-sequence loop and the memory-bandwidth roofline";
     }
     int report_order() const override { return 30; }
     void configure(CLI::App& app) override {
@@ -217,14 +579,33 @@ public:
             ->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--budget-mib", w_.budget_mib, "workspace budget (tiled) / device limit (staged)")
             ->check(CLI::PositiveNumber)->capture_default_str();
-        app.add_option("--impl", impls_, "tiled|staged|naive|gemm|all (repeatable)")
-            ->check(CLI::IsMember({"tiled", "staged", "naive", "gemm", "all"}))->capture_default_str();
+        app.add_option("--impl", impls_,
+                       "single sequence: tiled|staged|naive|gemm|all; --mode: paged|contiguous|naive|membw|all "
+                       "(repeatable; prefill and mixed add the gemm roofline)")
+            ->check(CLI::IsMember({"tiled", "staged", "naive", "gemm", "paged", "contiguous", "membw", "all"}))
+            ->capture_default_str();
         app.add_option("--q-tile", w_.q_tile, "preferred query tile of the tiled plan")->capture_default_str();
         app.add_option("--kv-tile", w_.kv_tile, "preferred KV tile of the tiled plan")->capture_default_str();
         app.add_flag("--check", check_, "max_abs_err against a float64 reference");
+        app.add_option("--mode", s_.mode, "serving bench: a batch of prefills, decodes, or both (decodes next to "
+                                          "prefill chunks)")
+            ->check(CLI::IsMember({"prefill", "decode", "mixed"}));
+        app.add_option("--batch", s_.batch, "--mode: sequences")->check(CLI::PositiveNumber)->capture_default_str();
+        app.add_option("--kv-len", s_.kv_len, "--mode: mean KV length")->check(CLI::PositiveNumber)->capture_default_str();
+        app.add_option("--kv-len-spread", s_.spread, "--mode: KV lengths uniform in kv_len * [1 - F, 1 + F]")
+            ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+        app.add_option("--page-size", s_.page_size, "--mode: tokens per KV page")
+            ->check(CLI::PositiveNumber)->capture_default_str();
+        app.add_option("--dtype", s_.dtype, "--mode: storage of Q, K, V and the output")
+            ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+        app.add_option("--layout", s_.layout, "--mode: page layout")->check(CLI::IsMember({"nhd", "hnd"}))
+            ->capture_default_str();
+        app.add_option("--chunk", s_.chunk, "--mode mixed: query tokens of each prefill chunk")
+            ->check(CLI::PositiveNumber)->capture_default_str();
     }
     int run(result_sink& sink) override {
-        for (auto& r : compare(w_, impls_, check_, 0.3)) sink.add(std::move(r));
+        const auto records = s_.mode.empty() ? compare(w_, impls_, check_, 0.3) : serve(serving(), impls_, check_, 0.5);
+        for (auto r : records) sink.add(std::move(r));
         return 0;
     }
     report_section report(const report_context& ctx) override {
@@ -240,18 +621,56 @@ public:
             workload w{.sq = n, .skv = n, .d = ctx.quick ? 32u : 128u, .heads = 4, .threads = 2};
             for (auto& r : compare(w, {"all"}, false, ctx.quick ? 0.01 : 0.5)) s.records.push_back(std::move(r));
         }
-        s.columns = {"impl", "sq", "ms", "gflops", "useful_gflops", "ratio_to_gemm", "workspace_bytes"};
+        // Decode: a batch of 4 over 32 query heads and 8 KV heads, pages of 16 tokens, each
+        // dtype against the streaming read of its own K/V bytes.
+        const std::vector<std::size_t> kv_lengths = ctx.quick ? std::vector<std::size_t>{64, 128}
+                                                              : std::vector<std::size_t>{512, 1024, 2048, 4096, 8192};
+        for (const char* dtype : {"f32", "bf16", "f16"})
+            for (std::size_t n : kv_lengths) {
+                serve_workload w{.mode = "decode", .batch = 4, .kv_len = n, .heads = ctx.quick ? 4u : 32u,
+                                 .kv_heads = ctx.quick ? 2u : 8u, .d = ctx.quick ? 32u : 128u, .page_size = 16,
+                                 .threads = 2, .dtype = dtype};
+                for (auto& r : serve(w, {"paged", "membw"}, false, ctx.quick ? 0.01 : 0.5)) s.records.push_back(std::move(r));
+            }
+        s.notes += " Decode rows (`mode` = decode): `frugal-bench attention --mode decode --batch 4 --kv-len N "
+                   "--heads 32 --kv-heads 8 --d 128 --page-size 16 --dtype T --threads 2 --impl paged --impl membw`; "
+                   "`bandwidth_ratio` is the unique K/V bytes per second over a streaming read of the same bytes.";
+        s.columns = {"impl", "sq", "mode", "kv_len", "dtype", "ms", "gflops", "useful_gflops", "ratio_to_gemm",
+                     "gbytes_per_s", "bandwidth_ratio", "workspace_bytes"};
         s.plots.push_back({.file = "attention_gflops.png", .title = "Attention GFLOP/s vs sequence length",
                            .x = "sq", .y = "gflops", .series = "impl", .xlabel = "sequence length (sq = skv)",
                            .ylabel = "GFLOP/s (4 sq skv d heads / time)", .logx = true});
         s.plots.push_back({.file = "attention_workspace.png", .title = "Attention workspace vs sequence length",
                            .x = "sq", .y = "workspace_bytes", .series = "impl", .xlabel = "sequence length (sq = skv)",
                            .ylabel = "workspace bytes", .logx = true, .logy = true});
+        s.plots.push_back({.file = "attention_decode_bandwidth.png",
+                           .title = "Paged decode: K/V bandwidth over a streaming read", .x = "kv_len",
+                           .y = "bandwidth_ratio", .series = "dtype", .xlabel = "KV length per sequence (batch 4)",
+                           .ylabel = "bandwidth ratio (paged / membw)", .logx = true,
+                           .filter = {{"impl", "paged"}, {"mode", "decode"}}});
         return s;
     }
 
 private:
+    // The serving workload from the shared options (heads, KV heads, d, threads, causal).
+    [[nodiscard]] serve_workload serving() const {
+        serve_workload w = s_;
+        w.heads = w_.heads;
+        w.kv_heads = w_.kv_heads == 0 ? w_.heads : w_.kv_heads;
+        w.d = w_.d;
+        w.threads = w_.threads;
+        w.causal = w_.causal;
+        return w;
+    }
+    static std::vector<record> serve(const serve_workload& w, const std::vector<std::string>& impls, bool check,
+                                     double seconds) {
+        if (w.dtype == "bf16") return serve_compare<attention::bfloat16>(w, impls, check, seconds);
+        if (w.dtype == "f16") return serve_compare<attention::float16>(w, impls, check, seconds);
+        return serve_compare<float>(w, impls, check, seconds);
+    }
+
     workload w_;
+    serve_workload s_{.mode = ""};
     std::vector<std::string> impls_{"all"};
     bool check_ = false;
 };

@@ -1,6 +1,7 @@
 // `frugal-bench cache`: replays a cache trace (or a synthetic Zipf stream) through frugal's
 // policies and two hand-rolled baselines: naive-lru (std::list + std::unordered_map) and
-// naive-lfu (std::unordered_map + a std::map ordered by frequency), in the same run.
+// naive-lfu (std::unordered_map + a std::map ordered by frequency), in the same run; with
+// --threads N, the sharded wrapper's throughput on 1 and on N threads, in the same run.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,12 +12,19 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include <frugal/cache/arc_policy.hpp>
 #include <frugal/cache/gdsf_policy.hpp>
 #include <frugal/cache/lfu_policy.hpp>
+#include <frugal/cache/lirs_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>
+#include <frugal/cache/s3fifo_policy.hpp>
+#include <frugal/cache/sharded_cache.hpp>
+#include <frugal/cache/sieve_policy.hpp>
+#include <frugal/cache/two_queue_policy.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
 #include "cache_trace.hpp"
@@ -150,7 +158,8 @@ private:
     Cache cache_;
 };
 
-const std::vector<std::string> all_policies = {"lru", "lfu", "lfuda", "gdsf", "wtinylfu", "naive-lru", "naive-lfu"};
+const std::vector<std::string> all_policies = {"lru",   "lfu", "lfuda", "gdsf", "wtinylfu", "wtinylfu-adaptive", "s3fifo",
+                                               "s3fifo-warm", "sieve", "arc", "lirs", "2q", "naive-lru", "naive-lfu"};
 
 std::unique_ptr<replay_run> start_replay(const std::string& p, std::size_t capacity, bool bytes) {
     if (p == "lru") return std::make_unique<cache_replay<frugal_cache<cache::lru_policy>>>(p, capacity, bytes);
@@ -159,6 +168,12 @@ std::unique_ptr<replay_run> start_replay(const std::string& p, std::size_t capac
     if (p == "gdsf") return std::make_unique<cache_replay<frugal_cache<cache::gdsf_policy>>>(p, capacity, bytes);
     if (p == "wtinylfu") return std::make_unique<cache_replay<frugal_cache<cache::wtinylfu_policy<>>>>(p, capacity, bytes);
     if (p == "wtinylfu-adaptive") return std::make_unique<cache_replay<frugal_cache<cache::adaptive_wtinylfu_policy>>>(p, capacity, bytes);
+    if (p == "s3fifo") return std::make_unique<cache_replay<frugal_cache<cache::s3fifo_policy>>>(p, capacity, bytes);
+    if (p == "s3fifo-warm") return std::make_unique<cache_replay<frugal_cache<cache::s3fifo_warm_main_policy>>>(p, capacity, bytes);
+    if (p == "sieve") return std::make_unique<cache_replay<frugal_cache<cache::sieve_policy>>>(p, capacity, bytes);
+    if (p == "arc") return std::make_unique<cache_replay<frugal_cache<cache::arc_policy>>>(p, capacity, bytes);
+    if (p == "lirs") return std::make_unique<cache_replay<frugal_cache<cache::lirs_policy>>>(p, capacity, bytes);
+    if (p == "2q") return std::make_unique<cache_replay<frugal_cache<cache::two_queue_policy>>>(p, capacity, bytes);
     if (p == "naive-lru") return std::make_unique<cache_replay<naive_lru>>(p, capacity, bytes);
     if (p == "naive-lfu") return std::make_unique<cache_replay<naive_lfu>>(p, capacity, bytes);
     FRUGAL_FAIL(frugal::invalid_argument, "cache: unknown policy '", p, "'");
@@ -183,6 +198,57 @@ std::vector<record> replay_side_by_side(const std::vector<std::string>& policies
     std::vector<record> records;
     for (const auto& run : runs) records.push_back(run->result(trace.size(), bytes_total));
     return records;
+}
+
+// The sharded LRU's throughput on `threads` threads: each replays its own contiguous share of
+// the trace (a request is a get; a miss is followed by a put), all against one cache.
+record sharded_run(const std::vector<trace_request>& trace, std::size_t capacity, std::size_t threads, bool bytes) {
+    using shard_cache = cache::basic_cache<std::uint64_t, std::uint32_t, cache::lru_policy, trace_weigher>;
+    struct by_key {
+        std::size_t operator()(std::uint64_t k) const noexcept { return static_cast<std::size_t>(k); }
+    };
+    cache::sharded_cache<shard_cache, by_key> c(capacity, 64, by_key{}, trace_weigher{bytes});
+    std::vector<std::uint64_t> hits(threads, 0);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            const std::size_t from = trace.size() * t / threads, to = trace.size() * (t + 1) / threads;
+            std::uint64_t h = 0;
+            for (std::size_t i = from; i < to; ++i) {
+                if (c.get(trace[i].key)) {
+                    ++h;
+                } else {
+                    c.put(trace[i].key, trace[i].size);
+                }
+            }
+            hits[t] = h;
+        });
+    for (auto& th : pool) th.join();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::uint64_t total = 0;
+    for (auto h : hits) total += h;
+    const auto n = static_cast<double>(trace.size());
+    return {{"policy", "sharded-lru"}, {"threads", threads}, {"capacity", capacity}, {"requests", trace.size()},
+            {"hits", total}, {"hit_ratio", n == 0 ? 0.0 : static_cast<double>(total) / n},
+            {"mops_per_s", seconds > 0 ? n / seconds / 1e6 : 0.0}};
+}
+
+// Seconds `threads` threads take to share a fixed amount of pure arithmetic: the speedup the
+// machine offers right now (a shared machine may give fewer cores than it has), measured
+// beside the sharded cache's so the two can be compared.
+double arithmetic_seconds(std::size_t threads) {
+    std::vector<std::uint64_t> sink(threads * 8, 0);  // a cache line per thread
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+            std::uint64_t x = t + 1;
+            for (std::uint64_t i = 0; i < (std::uint64_t{1} << 27) / threads; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+            sink[t * 8] = x;
+        });
+    for (auto& th : pool) th.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // Zipf(alpha) over `keys` ranks by Gray et al.'s generator (YCSB's ZipfianGenerator),
@@ -233,8 +299,12 @@ public:
         app.add_option("--trace", trace_, "trace file (plain, gzip or zstd)");
         app.add_option("--format", format_, "trace format")->check(CLI::IsMember({"lines", "arc", "oracle-bin"}))->capture_default_str();
         app.add_option("--policy", policy_, "policy, or all")
-            ->check(CLI::IsMember({"lru", "lfu", "lfuda", "gdsf", "wtinylfu", "wtinylfu-adaptive", "naive-lru", "naive-lfu", "all"}))
+            ->check(CLI::IsMember({"lru", "lfu", "lfuda", "gdsf", "wtinylfu", "wtinylfu-adaptive", "s3fifo", "s3fifo-warm", "sieve",
+                                   "arc", "lirs", "2q", "naive-lru", "naive-lfu", "all"}))
             ->capture_default_str();
+        app.add_option("--threads", threads_,
+                       "also replay through the sharded LRU on 1 and on N threads (throughput ratio, same run)")
+            ->check(CLI::PositiveNumber);
         app.add_option("--capacity", capacity_, "capacity in entries (bytes with --bytes)")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_flag("--bytes", bytes_, "weigh entries by their trace size (oracle-bin)");
         app.add_option("--zipf", alpha_, "synthetic Zipf stream with this exponent (instead of --trace)");
@@ -246,9 +316,29 @@ public:
         FRUGAL_CHECK(!trace_.empty() || alpha_ > 0, "cache: give --trace FILE or --zipf ALPHA");
         const auto trace = trace_.empty() ? zipf_trace(alpha_, keys_, ops_, seed_) : read_trace(trace_, format_);
         const auto policies = policy_ == "all" ? all_policies : std::vector<std::string>{policy_};
+        const std::string label = trace_.empty() ? "zipf" : std::filesystem::path(trace_).filename().string();
         for (record& r : replay_side_by_side(policies, capacity_, bytes_, trace)) {
-            r["trace"] = trace_.empty() ? "zipf" : std::filesystem::path(trace_).filename().string();
+            r["trace"] = label;
             sink.add(std::move(r));
+        }
+        if (threads_ > 0) {
+            // Alternating 1-thread and N-thread runs, three of each; the medians' ratio, and the
+            // same for pure arithmetic (what the machine offers), measured in between.
+            std::vector<double> one, many, ideal;
+            record last;
+            for (int round = 0; round < 3; ++round) {
+                one.push_back(sharded_run(trace, capacity_, 1, bytes_)["mops_per_s"].get<double>());
+                last = sharded_run(trace, capacity_, threads_, bytes_);
+                many.push_back(last["mops_per_s"].get<double>());
+                ideal.push_back(arithmetic_seconds(1) / arithmetic_seconds(threads_));
+            }
+            for (auto* v : {&one, &many, &ideal}) std::sort(v->begin(), v->end());
+            last["trace"] = label;
+            last["mops_per_s"] = many[1];
+            last["mops_per_s_1_thread"] = one[1];
+            last["speedup"] = one[1] > 0 ? many[1] / one[1] : 0.0;
+            last["arithmetic_speedup"] = ideal[1];
+            sink.add(std::move(last));
         }
         return 0;
     }
@@ -288,7 +378,8 @@ public:
             s.data_source = "generated: Zipf(0.9) over 5000 keys with every third request a cyclic scan over 1500 keys";
             add_curve(s, "generated", generated_trace(ctx.quick ? 20000 : 500000), {100, 250, 500, 1000, 2000});
         } else {
-            s.data_source = "../shared/data: ";
+            s.data_source = "bundled cache traces (the ARC paper's OLTP trace; gli, loop, sprite and multi1 from the LIRS "
+                            "authors' distribution): ";
             for (const auto& u : used) s.data_source += u + " ";
         }
         const std::uint64_t ops = ctx.quick ? 200000 : 20000000, keys = ctx.quick ? 20000 : 1000000;
@@ -321,7 +412,7 @@ private:
     }
 
     std::string trace_, format_ = "lines", policy_ = "all";
-    std::size_t capacity_ = 1000;
+    std::size_t capacity_ = 1000, threads_ = 0;
     bool bytes_ = false;
     double alpha_ = 0;
     std::uint64_t keys_ = 1000000, ops_ = 20000000, seed_ = 1;

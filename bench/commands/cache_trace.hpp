@@ -1,13 +1,15 @@
 #pragma once
-// Cache trace readers for `frugal-bench cache` and the OLTP reproduction test: the formats of
-// ../shared/data/cache_traces/README.md, read directly from plain, gzip or zstd files
-// (zlib and libzstd, detected by magic bytes).
+// Cache trace readers for `frugal-bench cache` and the OLTP reproduction test: the ARC traces'
+// "start nblocks ignore reqno" lines, the LIRS traces' one key per line and libCacheSim's
+// oracle-bin records, read directly from plain, gzip or zstd files (zlib and libzstd,
+// detected by magic bytes).
 #include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,6 +109,9 @@ inline std::string read_trace_bytes(const std::filesystem::path& path) {
     return raw;
 }
 
+/// The most pages one `arc` record may name.
+inline constexpr std::uint64_t max_arc_run = std::uint64_t{1} << 20;
+
 /// Parses a trace: `lines` (one key per line; `*` and empty lines skipped), `arc` ("start
 /// nblocks ignore reqno" = nblocks consecutive pages) or `oracle-bin` (libCacheSim's 24-byte
 /// records <u32 time, u64 id, u32 size, i64 next>, little endian).
@@ -140,6 +145,11 @@ inline std::vector<trace_request> read_trace(const std::filesystem::path& path, 
             if (!detail::next_token(rest, nblocks) || !detail::next_token(rest, ignore) || !detail::next_token(rest, reqno))
                 FRUGAL_FAIL(frugal::runtime_error, "cache trace: ", path, " ends inside an arc record");
             const std::uint64_t start = detail::parse_u64(token, path), n = detail::parse_u64(nblocks, path);
+            // A record names a run of pages (the ARC traces' longest are a few hundred): a
+            // count beyond max_arc_run is a corrupt file, not 2^32 requests to allocate.
+            if (n > max_arc_run || start > std::numeric_limits<std::uint64_t>::max() - n)
+                FRUGAL_FAIL(frugal::runtime_error, "cache trace: ", path, ": an arc record asks for ", n, " pages from ", start,
+                            " (at most ", max_arc_run, ", within 64-bit page ids)");
             for (std::uint64_t i = 0; i < n; ++i) out.push_back({start + i, 1});
         }
         return out;

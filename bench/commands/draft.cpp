@@ -10,15 +10,21 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <tuple>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <time.h>
 
 #include <frugal/core/stats.hpp>
 #include <frugal/draft/drafter.hpp>
 #include <frugal/draft/history.hpp>
-#include <frugal/sim/prompt_lookup.hpp>
 #include <frugal/draft/reuse.hpp>
+#include <frugal/draft/speculator.hpp>
 #include <frugal/draft/suffix_automaton.hpp>
+#include <frugal/sim/prompt_lookup.hpp>
 
 #include "../../tests/draft/replay.hpp"  // the .tok reader and replay loop the tests also use
 #include "harness.hpp"
@@ -84,16 +90,30 @@ std::vector<token_record> generate_workload(std::size_t records, std::uint32_t s
 
 struct options {
     std::string drafter = "all";
-    std::size_t max_draft = 10, tree_budget = 64;
+    std::size_t max_draft = 10, tree_budget = 64, tree_depth = 0;  // tree_depth 0: max_draft
     bool history = true, backoff = true, reuse = false;
+    [[nodiscard]] draft::drafter_config config() const {
+        return {.max_draft = max_draft,
+                .tree_depth = tree_depth != 0 ? tree_depth : max_draft,
+                .tree_budget = tree_budget,
+                .backoff = backoff};
+    }
 };
+
+// A history bound the bundled files never reach (the plain replay never evicts).
+constexpr std::size_t unbounded_history = std::size_t{1} << 22;
+
+double thread_cpu_us() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return 1e6 * double(t.tv_sec) + 1e-3 * double(t.tv_nsec);
+}
 
 // Replays every record with one drafter; returns the totals per category ("all" first).
 std::map<std::string, replay_stats> simulate(const std::vector<token_record>& data, const std::string& kind,
                                              const options& opt, std::size_t& history_bytes) {
-    draft::history_store<token> history(std::size_t{1} << 22);  // 4M tokens: never evicts on the bundled file
-    draft::drafter<token> sam({.max_draft = opt.max_draft, .tree_budget = opt.tree_budget, .backoff = opt.backoff},
-                              opt.history ? &history.automaton() : nullptr);
+    draft::live_history<token> history(unbounded_history);
+    draft::drafter<token> sam(opt.config(), opt.history ? &history : nullptr);
     std::vector<token> context;
     draft::draft_tree<token> tree;
     auto chain_tree = [&](std::span<const token> chain) -> const draft::draft_tree<token>& {
@@ -147,17 +167,25 @@ std::map<std::string, replay_stats> simulate(const std::vector<token_record>& da
             const bool as_tree = kind == "sam-tree";
             s = testing::replay_record(
                 rec, [&](std::span<const token> p) { sam.begin(p); },
-                [&]() -> const draft::draft_tree<token>& { return as_tree ? sam.tree() : with_reuse(rec, sam.chain()); },
+                [&]() -> const draft::draft_tree<token>& {
+                    return as_tree ? sam.tree() : with_reuse(rec, sam.chain().tokens);
+                },
                 [&](std::span<const token> a) {
                     sam.accept(a);
                     pos += a.size();
                 });
-            if (opt.history) history.add(rec.response);
+            if (opt.history) {  // published at once: the next record sees it (deterministic MAT)
+                history.add(rec.response);
+                history.publish();
+            }
         }
         by_category["all"].merge(s);
         by_category[rec.category].merge(s);
     }
-    history_bytes = kind != "pld" && opt.history ? history.automaton().memory_bytes() : 0;
+    const auto snap = history.snapshot();
+    history_bytes = kind != "pld" && opt.history ? snap->old_generation().automaton.memory_bytes() +
+                                                       snap->young_generation().automaton.memory_bytes()
+                                                 : 0;
     return by_category;
 }
 
@@ -165,8 +193,8 @@ std::map<std::string, replay_stats> simulate(const std::vector<token_record>& da
 // with history, the response into the history), in process CPU time so that other
 // processes on a shared machine do not inflate it. PLD's update is a vector append.
 double update_us_per_token(const std::vector<token_record>& data, const std::string& kind, const options& opt) {
-    draft::history_store<token> history(std::size_t{1} << 22);
-    draft::drafter<token> sam({.max_draft = opt.max_draft}, opt.history ? &history.automaton() : nullptr);
+    draft::live_history<token> history(unbounded_history);
+    draft::drafter<token> sam(opt.config(), opt.history ? &history : nullptr);
     std::vector<token> context;
     std::size_t tokens = 0;
     const std::clock_t start = std::clock();
@@ -177,11 +205,24 @@ double update_us_per_token(const std::vector<token_record>& data, const std::str
         } else {
             sam.begin(rec.prompt);
             sam.accept(rec.response);
-            if (opt.history) history.add(rec.response);
+            if (opt.history) {
+                history.add(rec.response);
+                history.publish();
+            }
         }
         tokens += rec.prompt.size() + rec.response.size() * (opt.history && kind != "pld" ? 2 : 1);
     }
     return 1e6 * double(std::clock() - start) / CLOCKS_PER_SEC / double(tokens);
+}
+
+// The fields every replay reports: MAT, acceptance, draft size and draft latency.
+record replay_fields(const replay_stats& s) {
+    return record{{"records", s.records},
+                  {"mat", s.mat()},
+                  {"accept_rate", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
+                  {"drafted_per_step", double(s.drafted) / double(s.steps)},
+                  {"draft_us_p50", quantile(s.draft_us, 0.5)},
+                  {"draft_us_p99", quantile(s.draft_us, 0.99)}};
 }
 
 std::vector<record> draft_records(const std::vector<token_record>& data, const options& opt) {
@@ -193,17 +234,12 @@ std::vector<record> draft_records(const std::vector<token_record>& data, const o
         const auto stats = simulate(data, kind, opt, history_bytes);
         const double update_us = update_us_per_token(data, kind, opt);
         auto make = [&](const std::string& category, const replay_stats& s) {
-            return record{{"drafter", kind},
-                          {"category", category},
-                          {"records", s.records},
-                          {"mat", s.mat()},
-                          {"accept_rate", s.drafted ? double(s.accepted) / double(s.drafted) : 0.0},
-                          {"drafted_per_step", double(s.drafted) / double(s.steps)},
-                          {"draft_us_p50", quantile(s.draft_us, 0.5)},
-                          {"draft_us_p99", quantile(s.draft_us, 0.99)},
-                          {"update_us_per_token", update_us},
-                          {"history_bytes", history_bytes},
-                          {"reuse", opt.reuse && kind != "sam-tree" ? "on" : "off"}};
+            record r{{"drafter", kind}, {"category", category}};
+            r.update(replay_fields(s));
+            r["update_us_per_token"] = update_us;
+            r["history_bytes"] = history_bytes;
+            r["reuse"] = opt.reuse && kind != "sam-tree" ? "on" : "off";
+            return r;
         };
         all.push_back(make("all", stats.at("all")));
         for (const auto& [category, s] : stats)
@@ -247,7 +283,8 @@ std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std
             text.insert(text.end(), rec.response.begin(), rec.response.end());
         }
         for (const std::string kind : {"sam", "sam-tree", "sam-nobackoff", "pld"}) {
-            draft::drafter<token> sam({.max_draft = max_draft, .backoff = kind != "sam-nobackoff"});
+            draft::drafter<token> sam(
+                {.max_draft = max_draft, .tree_depth = max_draft, .backoff = kind != "sam-nobackoff"});
             std::vector<token> context;
             draft::draft_tree<token> tree;
             replay_stats s;
@@ -270,13 +307,7 @@ std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std
                         sam.begin(p);
                         build_us = 1e6 * double(std::clock() - start) / CLOCKS_PER_SEC;
                     },
-                    [&]() -> const draft::draft_tree<token>& {
-                        if (kind == "sam-tree") return sam.tree();
-                        tree.clear();
-                        const auto chain = sam.chain();
-                        for (std::size_t i = 0; i < chain.size(); ++i) tree.push(std::int32_t(i) - 1, chain[i]);
-                        return tree;
-                    },
+                    [&]() -> const draft::draft_tree<token>& { return kind == "sam-tree" ? sam.tree() : sam.chain(); },
                     [&](std::span<const token> a) { sam.accept(a); });
             }
             const double p50 = quantile(s.draft_us, 0.5);
@@ -295,6 +326,209 @@ std::vector<record> scaling_records(const std::vector<std::size_t>& lengths, std
     return out;
 }
 
+// `--acceptance`: what predicts that a drafted token is accepted. Every step drafts a chain
+// from the single longest match (the context's, or the history's if longer; the history
+// holds the earlier records' responses), following the most frequent continuation up to
+// --max-draft tokens, and each drafted token up to the first rejection is one observation:
+// its source, the match length l at that point (the match plus the tokens drafted before
+// it), the continuations seen n = sum of counts, and the chosen one's share c / n. Records
+// give the acceptance rate per bucket of each feature, and the mean of the model's
+// probability c / (n + escape / l) for the same tokens, so the two can be compared.
+std::vector<record> acceptance_records(const std::vector<token_record>& data, const options& opt) {
+    const draft::drafter_config config = opt.config();
+    draft::suffix_automaton<token> hist;  // the earlier records' responses, one document each
+    struct cell {
+        double drafted = 0, accepted = 0, predicted = 0;
+    };
+    std::map<std::tuple<std::string, std::string, std::string>, cell> cells;  // source, feature, bucket
+    auto log2_bucket = [](double x) {
+        std::size_t lo = 1;
+        while (lo * 2 <= x) lo *= 2;
+        return lo == 1 ? std::string("1") : std::to_string(lo) + "-" + std::to_string(2 * lo - 1);
+    };
+    for (const auto& rec : data) {
+        draft::suffix_automaton<token> ctx;
+        ctx.append(std::span<const token>(rec.prompt));
+        draft::suffix_matcher<token> hm(hist);
+        hm.advance(std::span<const token>(rec.prompt));
+        for (std::size_t pos = 0; pos < rec.response.size();) {
+            const bool from_context = ctx.repeat_length() >= hm.length();
+            const auto& sam = from_context ? ctx : hist;
+            draft::state_id s = from_context ? ctx.repeat_state() : hm.state();
+            const std::uint32_t length = from_context ? ctx.repeat_length() : hm.length();
+            const double escape = from_context ? config.context_escape : config.history_escape;
+            std::size_t accepted = 0;
+            for (std::size_t d = 0; length > 0 && d < opt.max_draft && pos + d < rec.response.size(); ++d) {
+                double total = 0, top = 0;
+                token best = 0;
+                draft::state_id next = draft::no_state;
+                sam.for_each_transition(s, [&](token t, draft::state_id child) {
+                    const double c = sam.count(child);
+                    total += c;
+                    if (c > top) top = c, best = t, next = child;
+                });
+                if (total == 0) break;
+                const bool ok = rec.response[pos + d] == best;
+                const double l = double(length + d), share = top / total;
+                const double predicted = top / (total + escape / l);
+                const std::string source = from_context ? "context" : "history";
+                for (const auto& [feature, bucket] :
+                     {std::pair<std::string, std::string>{"match_length", log2_bucket(l)},
+                      {"continuations", log2_bucket(total)},
+                      {"share", share == 1 ? "1" : share >= 0.5 ? "0.5-1" : "<0.5"},
+                      {"match_length_unique", total == 1 ? log2_bucket(l) : "not unique"}}) {
+                    for (const auto& src : {source, std::string("all")}) {
+                        cell& c = cells[{src, feature, bucket}];
+                        c.drafted += 1;
+                        c.accepted += ok;
+                        c.predicted += predicted;
+                    }
+                }
+                if (!ok) break;
+                s = next;
+                ++accepted;
+            }
+            const std::size_t emitted = std::min(accepted + 1, rec.response.size() - pos);
+            for (std::size_t i = 0; i < emitted; ++i) {
+                hm.advance(rec.response[pos + i]);  // before the append: as the drafter does
+                ctx.append(rec.response[pos + i]);
+            }
+            pos += emitted;
+        }
+        hist.begin_document();
+        hist.append(std::span<const token>(rec.response));
+    }
+    std::vector<record> out;
+    for (const auto& [key, c] : cells) {
+        const auto& [source, feature, bucket] = key;
+        out.push_back(record{{"source", source},
+                             {"feature", feature},
+                             {"bucket", bucket},
+                             {"drafted", c.drafted},
+                             {"accept_rate", c.accepted / c.drafted},
+                             {"model_p", c.predicted / c.drafted}});
+    }
+    return out;
+}
+
+// `--concurrency C --history-tokens N`: C requests replayed interleaved, step by step,
+// through the request-level API (`speculator`) over one live history bounded to N tokens.
+// The history starts full: the file's prompts, cycled, stand in for the outputs of earlier
+// requests (real text of the same kind; no response is in it), and each finished output is
+// added (`history.add`: the only history work on a request's path) while the other
+// requests keep drafting; a writer thread publishes the queued outputs (timed apart: it
+// copies the young generation or rebuilds the old one, evicting the oldest documents).
+// `history_add_us_*` is the CPU time of the request's thread in `add` (which takes no lock,
+// so it never waits on the writer): on a shared machine the wall time also counts
+// preemption by other processes, reported as `history_add_wall_us_*`. Every draft call is
+// timed (wall), one request per call. Records: the replay's totals ("all").
+std::vector<record> concurrent_records(const std::vector<token_record>& data, const std::string& kind,
+                                       const options& opt, std::size_t concurrency, std::size_t history_tokens) {
+    using clock = std::chrono::steady_clock;
+    auto since_us = [](clock::time_point t0) {
+        return std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+    };
+    draft::live_history<token> history(history_tokens);
+    std::size_t filled = 0;
+    for (std::size_t i = 0, added = 1; filled < history_tokens - history.young_tokens(); i = (i + 1) % data.size()) {
+        if (i == 0 && added == 0) break;  // no prompt has any token
+        if (i == 0) added = 0;
+        history.add(data[i].prompt);
+        filled += data[i].prompt.size();
+        added += data[i].prompt.size();
+    }
+    history.publish();
+    std::vector<double> publish_us;
+    std::size_t rebuilds = 0;
+    std::jthread writer([&](std::stop_token stop) {
+        // Polls rather than publish_loop(): it times each publication. On stop, it publishes
+        // what is left.
+        while (true) {
+            const bool stopping = stop.stop_requested();
+            if (history.pending() == 0) {
+                if (stopping) break;
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+                continue;
+            }
+            const std::uint64_t lineage = history.snapshot()->old_generation().lineage;
+            const auto t0 = clock::now();
+            history.publish();
+            publish_us.push_back(since_us(t0));
+            rebuilds += history.snapshot()->old_generation().lineage != lineage;
+        }
+    });
+    draft::speculator<token> spec(opt.config(), &history);
+    const auto shape = kind == "sam-tree" ? draft::draft_shape::tree : draft::draft_shape::chain;
+    struct live {
+        std::size_t record = 0, pos = 0;
+        draft::request_id id = 0;
+    };
+    std::vector<live> slots;
+    std::size_t next = 0;
+    std::vector<double> start_us, add_us, add_wall_us;
+    replay_stats s;
+    auto admit = [&](live& l) {
+        l = {next, 0, next};
+        const auto t0 = clock::now();
+        spec.start(l.id, data[next].prompt);
+        start_us.push_back(since_us(t0));
+        ++next;
+    };
+    while (slots.size() < concurrency && next < data.size()) admit(slots.emplace_back());
+    while (!slots.empty()) {
+        for (std::size_t i = 0; i < slots.size();) {
+            live& l = slots[i];
+            const token_record& rec = data[l.record];
+            if (l.pos < rec.response.size()) {
+                const auto t0 = clock::now();
+                const auto drafts = spec.propose(std::span<const draft::request_id>(&l.id, 1), shape);
+                s.draft_us.push_back(since_us(t0));
+                const std::size_t emitted = testing::replay_step(rec, l.pos, *drafts[0], s);
+                spec.append(l.id, std::span<const token>(rec.response).subspan(l.pos, emitted));
+                l.pos += emitted;
+            }
+            if (l.pos < rec.response.size()) {
+                ++i;
+                continue;
+            }
+            ++s.records;
+            s.tokens += rec.response.size();
+            const auto output = spec.stop(l.id);
+            const double cpu0 = thread_cpu_us();
+            const auto t0 = clock::now();
+            history.add(output);
+            add_wall_us.push_back(since_us(t0));
+            add_us.push_back(thread_cpu_us() - cpu0);
+            if (next < data.size()) {
+                admit(l);
+                ++i;
+            } else {
+                slots.erase(slots.begin() + std::ptrdiff_t(i));
+            }
+        }
+    }
+    writer.request_stop();
+    writer.join();
+    const auto snap = history.snapshot();
+    auto max_of = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
+    auto q = [](const std::vector<double>& v, double p) { return v.empty() ? 0.0 : quantile(v, p); };
+    record r{{"drafter", kind}, {"category", "all"}, {"concurrency", concurrency}, {"history_tokens", history_tokens}};
+    r.update(replay_fields(s));
+    r.update(record{{"draft_us_max", max_of(s.draft_us)},
+                   {"history_add_us_p99", q(add_us, 0.99)},
+                   {"history_add_us_max", max_of(add_us)},
+                   {"history_add_wall_us_p99", q(add_wall_us, 0.99)},
+                   {"history_add_wall_us_max", max_of(add_wall_us)},
+                   {"start_us_p50", q(start_us, 0.5)},
+                   {"start_us_max", max_of(start_us)},
+                   {"publish_us_p50", q(publish_us, 0.5)},
+                   {"publish_us_max", max_of(publish_us)},
+                   {"publishes", publish_us.size()},
+                   {"rebuilds", rebuilds},
+                   {"history_held_tokens", snap->size()}});
+    return {r};
+}
+
 class draft_command final : public subcommand {
 public:
     std::string name() const override { return "draft"; }
@@ -311,6 +545,14 @@ public:
         app.add_option("--tree-budget", opt_.tree_budget, "most tokens in a sam-tree draft")
             ->check(CLI::PositiveNumber)
             ->capture_default_str();
+        app.add_option("--tree-depth", opt_.tree_depth, "deepest path of a sam-tree draft (default: --max-draft)")
+            ->check(CLI::PositiveNumber);
+        app.add_option("--concurrency", concurrency_,
+                       "replay this many requests interleaved over one live history (sam, sam-tree)")
+            ->check(CLI::PositiveNumber);
+        app.add_option("--history-tokens", history_tokens_, "bound of the live history with --concurrency")
+            ->check(CLI::Range(std::size_t{2}, std::size_t{1} << 31))
+            ->capture_default_str();
         app.add_option("--history", history_, "on | off: draft also from earlier records' responses")
             ->check(CLI::IsMember({"on", "off"}))
             ->capture_default_str();
@@ -322,6 +564,8 @@ public:
             ->capture_default_str();
         app.add_option("--records", records_, "generated workload size")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--seed", seed_, "generated workload seed")->capture_default_str();
+        app.add_flag("--acceptance", acceptance_,
+                     "acceptance rate of drafted tokens by match length, continuation count and share");
         app.add_flag("--scaling", scaling_, "per-step draft latency at contexts of 1k..1M tokens, sam vs pld");
     }
     int run(result_sink& sink) override {
@@ -334,6 +578,19 @@ public:
         opt_.backoff = backoff_ == "on";
         opt_.reuse = reuse_ == "on";
         const auto data = data_.empty() ? generate_workload(records_, seed_) : testing::read_tok_file(data_);
+        if (acceptance_) {
+            for (auto& r : acceptance_records(data, opt_)) sink.add(std::move(r));
+            return 0;
+        }
+        if (concurrency_ != 0) {
+            if (data.empty()) throw CLI::ValidationError("--concurrency", "the data has no records");
+            const std::vector<std::string> kinds = opt_.drafter == "all" || opt_.drafter == "pld"
+                                                       ? std::vector<std::string>{"sam", "sam-tree"}
+                                                       : std::vector<std::string>{opt_.drafter};
+            for (const auto& kind : kinds)
+                for (auto& r : concurrent_records(data, kind, opt_, concurrency_, history_tokens_)) sink.add(std::move(r));
+            return 0;
+        }
         for (auto& r : draft_records(data, opt_)) sink.add(std::move(r));
         return 0;
     }
@@ -381,9 +638,9 @@ public:
 private:
     std::string data_, history_ = "on", backoff_ = "on", reuse_ = "off";
     options opt_;
-    std::size_t records_ = 400;
+    std::size_t records_ = 400, concurrency_ = 0, history_tokens_ = std::size_t{1} << 20;
     std::uint32_t seed_ = 1;
-    bool scaling_ = false;
+    bool scaling_ = false, acceptance_ = false;
 };
 
 FRUGAL_BENCH_COMMAND(draft_command);

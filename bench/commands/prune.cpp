@@ -3,7 +3,6 @@
 // precision-vs-compute curve against the fixed-margin rule.
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -134,9 +133,7 @@ public:
     int run(result_sink& sink) override {
         if (generate_) {
             FRUGAL_CHECK(!out_.empty(), "prune --generate needs --out FILE");
-            std::ofstream file(out_);
-            FRUGAL_CHECK_AS(runtime_error, file.is_open(), "cannot write ", out_);
-            prune::write_trajectories(file, sim::generate_synthetic_trajectories(gen_),
+            prune::save_trajectories(out_, sim::generate_synthetic_trajectories(gen_),
                                "SYNTHETIC trajectories from frugal::sim::generate_synthetic_trajectories, seed " +
                                    std::to_string(gen_.seed) + " (not a real reranker)");
             sink.add({{"generated", out_}, {"queries", gen_.queries}, {"candidates", gen_.candidates},

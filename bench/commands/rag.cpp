@@ -2,7 +2,8 @@
 // asynchronous pipeline, and the wavefront scheduler with sub-stages and speculation) on
 // One-shot, HyDE and Multistep request streams: mean latency by request rate and the
 // highest rate each scheduler sustains under a mean-latency limit; (b) retrieval on the
-// reference IVF-Flat (reordering, hot set); (c) the FAISS adapter against FAISS's search.
+// reference IVF-Flat (reordering, hot set); (c) the FAISS adapter against FAISS's search;
+// (d) the sub-stage budget of Eq. 1 on a retrieval stream.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -10,7 +11,9 @@
 #include <vector>
 
 #include <frugal/backend/eigen/eigen_backend.hpp>
+#include <frugal/core/stats.hpp>
 #include <frugal/rag/cluster_order.hpp>
+#include <frugal/rag/substage.hpp>
 #include <frugal/retrieve/ivf_flat.hpp>
 #include <frugal/rag/tiered_ivf.hpp>
 #include <frugal/sim/rag_simulation.hpp>
@@ -349,6 +352,102 @@ void faiss_study(bool quick, std::vector<record>& out) {
 #endif
 }
 
+// A retrieval stream: requests arrive as a Poisson process (one per 0.6 mean retrievals), each
+// probing 32 IVF clusters whose list sizes are log-normal; cluster cost = 0.05 ms +
+// 1.2 us per vector. The CPU runs one sub-stage at a time: the next budget-sized slice
+// of every active request, batched over the CPU's threads (one request per thread, so
+// the sub-stage lasts as long as its longest slice), plus the overhead beta per
+// sub-stage; a request that arrives mid-sub-stage joins at the next boundary.
+struct stream_result {
+    double mean_ms, p95_ms;
+    std::size_t substages;
+};
+
+stream_result simulate_stream(const std::vector<double>& arrivals, const std::vector<std::vector<double>>& clusters,
+                              double budget, double beta) {
+    struct active {
+        std::size_t id;
+        std::vector<double> slices;
+        std::size_t next = 0;
+    };
+    std::vector<double> latency(arrivals.size());
+    std::vector<active> running;
+    std::size_t admitted = 0, substages = 0;
+    double now = 0;
+    auto admit = [&] {
+        for (; admitted < arrivals.size() && arrivals[admitted] <= now; ++admitted) {
+            active a{admitted, {}, 0};
+            for (const auto& [b, e] : rag::partition_by_budget(clusters[admitted], budget)) {
+                double c = 0;
+                for (std::size_t k = b; k < e; ++k) c += clusters[admitted][k];
+                a.slices.push_back(c);
+            }
+            running.push_back(std::move(a));
+        }
+    };
+    while (admitted < arrivals.size() || !running.empty()) {
+        if (running.empty()) now = std::max(now, arrivals[admitted]);
+        admit();
+        double duration = beta;
+        double longest = 0;
+        for (const auto& a : running) longest = std::max(longest, a.slices[a.next]);
+        duration += longest;
+        now += duration;
+        ++substages;
+        for (auto& a : running)
+            if (++a.next == a.slices.size()) latency[a.id] = now - arrivals[a.id];
+        std::erase_if(running, [](const active& a) { return a.next == a.slices.size(); });
+    }
+    double mean = 0;
+    for (double l : latency) mean += l;
+    return {mean / double(latency.size()), quantile(latency, 0.95), substages};
+}
+
+// Part (d): the sub-stage budget of Eq. 1 (overhead term subtracted) against fixed budgets
+// and no partitioning on that stream (seeded).
+std::vector<record> substage_records(std::size_t requests, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::lognormal_distribution<double> list_size(std::log(800.0), 1.0);
+    std::vector<std::vector<double>> clusters(requests);
+    double total = 0, largest = 0;
+    for (auto& c : clusters) {
+        std::vector<std::size_t> sizes(32);
+        for (auto& s : sizes) s = static_cast<std::size_t>(list_size(rng));
+        c = rag::cluster_costs_from_list_sizes(sizes, 0.05, 1.2e-3);
+        double request = 0;
+        for (double x : c) request += x;
+        total += request;
+        largest = std::max(largest, request);
+    }
+    const double t_retrieval = total / double(requests), beta = 0.5;  // ms
+    std::exponential_distribution<double> gap(0.6 / t_retrieval);
+    std::vector<double> arrivals(requests);
+    double clock = 0;
+    for (auto& a : arrivals) a = (clock += gap(rng));
+    const double mb = rag::substage_budget(t_retrieval, beta);
+    const auto eq1 = simulate_stream(arrivals, clusters, mb, beta);
+    std::vector<record> out;
+    auto add = [&](const std::string& kind, double budget, const stream_result& r) {
+        out.push_back({{"kind", "substage"},
+                       {"budget_kind", kind},
+                       {"budget_ms", budget},
+                       {"t_retrieval_ms", t_retrieval},
+                       {"beta_ms", beta},
+                       {"requests", requests},
+                       {"mean_latency_ms", r.mean_ms},
+                       {"p95_latency_ms", r.p95_ms},
+                       {"substages", r.substages},
+                       {"mean_ratio_to_eq1", r.mean_ms / eq1.mean_ms}});
+    };
+    add("eq1", mb, eq1);
+    for (double f : {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0}) {
+        add("fixed", t_retrieval * f, simulate_stream(arrivals, clusters, t_retrieval * f, beta));
+    }
+    // A budget as large as the largest request: every request is one sub-stage.
+    add("unpartitioned", largest, simulate_stream(arrivals, clusters, largest, beta));
+    return out;
+}
+
 class rag_command final : public subcommand {
 public:
     std::string name() const override { return "rag"; }
@@ -362,8 +461,15 @@ public:
             ->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--nprobe", s_.nprobe, "IVF clusters searched per query (of 4096)")->check(CLI::Range(1, 4096))->capture_default_str();
         app.add_option("--seed", s_.seed, "arrival seed")->capture_default_str();
-        app.add_option("--parts", parts_, "parts to run: a (simulation), b (retrieval), c (FAISS adapter)")
-            ->check(CLI::IsMember({"a", "b", "c", "ab", "ac", "bc", "abc"}))->capture_default_str();
+        app.add_option("--parts", parts_,
+                       "parts to run, any of: a (simulation), b (retrieval), c (FAISS adapter), d (sub-stage budget)")
+            ->check([](const std::string& p) {
+                return !p.empty() && p.find_first_not_of("abcd") == std::string::npos ? std::string{}
+                                                                                      : "--parts takes letters of abcd";
+            })
+            ->capture_default_str();
+        app.add_option("--substage-requests", substage_requests_, "requests in part d's retrieval stream")
+            ->check(CLI::PositiveNumber)->capture_default_str();
     }
     int run(result_sink& sink) override {
         std::vector<record> out;
@@ -373,6 +479,8 @@ public:
         }
         if (parts_.find('b') != std::string::npos) retrieval_study(false, out);
         if (parts_.find('c') != std::string::npos) faiss_study(false, out);
+        if (parts_.find('d') != std::string::npos)
+            for (auto& r : substage_records(substage_requests_, substage_seed)) out.push_back(std::move(r));
         for (auto& r : out) sink.add(std::move(r));
         return 0;
     }
@@ -394,11 +502,16 @@ public:
                                                         : std::vector<double>{0.2, 0.4, 0.6, 0.8, 0.9, 1.0, 1.1};
         sec.columns = {"workflow",       "kind",          "scheduler",     "rate_per_s",   "mean_latency_ms",
                        "sequential_rate", "wavefront_rate", "rate_ratio",   "naive_ratio",  "clusters_to_final", "retrieval_rollbacks", "reorder_ratio",
-                       "final_topk_in_previous_top20", "hit_ratio", "work_hit_ratio", "time_saved", "impl", "identical", "time_ratio"};
+                       "final_topk_in_previous_top20", "hit_ratio", "work_hit_ratio", "time_saved", "impl", "identical", "time_ratio",
+                       "budget_kind", "budget_ms", "mean_ratio_to_eq1"};
         simulate(s, fractions, sec.records);
         coordination_study(s, 8.0, sec.records);
         retrieval_study(ctx.quick, sec.records);
         faiss_study(ctx.quick, sec.records);
+        for (auto& r : substage_records(ctx.quick ? 200 : substage_requests_, substage_seed)) sec.records.push_back(std::move(r));
+        sec.notes += "\n\nSub-stage budget (part d; HedraRAG Eq. 1 with the overhead term subtracted): a Poisson retrieval "
+                     "stream (mean gap = mean retrieval / 0.6, a batched sub-stage lasts its longest slice), 32 clusters "
+                     "per request, beta = 0.5 ms per sub-stage; Eq. 1's mb against fixed budgets and no partitioning.";
         for (const char* wf : {"one-shot", "hyde", "multistep"})
             sec.plots.push_back({.file = std::string("rag_latency_") + wf + ".png",
                                  .title = std::string("mean latency vs request rate, ") + wf,
@@ -410,6 +523,11 @@ public:
                              .x = "scheduler", .y = "clusters_to_final", .series = "", .xlabel = "wavefront variant",
                              .ylabel = "clusters per retrieval", .kind = "bar",
                              .filter = {{"kind", "coordination"}}});
+        sec.plots.push_back({.file = "rag_substage.png",
+                             .title = "Sub-stage budget: mean retrieval latency",
+                             .x = "budget_ms", .y = "mean_latency_ms", .series = "budget_kind",
+                             .xlabel = "sub-stage budget mb (ms)", .ylabel = "mean latency (ms)", .logx = true,
+                             .logy = false, .kind = "line", .filter = {{"kind", "substage"}}});
         sec.plots.push_back({.file = "rag_faiss.png", .title = "FAISS adapter time over IndexIVF::search (identical results)",
                              .x = "impl", .y = "time_ratio", .series = "", .xlabel = "search path",
                              .ylabel = "time / FAISS's", .kind = "bar", .filter = {{"kind", "faiss"}}});
@@ -418,7 +536,9 @@ public:
 
 private:
     sim_settings s_;
-    std::string parts_ = "abc";
+    std::string parts_ = "abcd";
+    std::size_t substage_requests_ = 5000;
+    static constexpr std::uint64_t substage_seed = 1;
 };
 
 FRUGAL_BENCH_COMMAND(rag_command);

@@ -14,7 +14,6 @@
 #include <frugal/schedule/graph_switch.hpp>
 #include <frugal/sim/paper_graph_switch.hpp>
 #include <frugal/schedule/placement.hpp>
-#include <frugal/rag/substage.hpp>
 
 #include "harness.hpp"
 
@@ -42,7 +41,7 @@ schedule::graph_switch_problem random_switch_problem(std::mt19937_64& rng, std::
     return p;
 }
 
-// coordgen.txt Figure 8: N = 6, two chunks, a load covers two block computes.
+// CoordGen Figure 8: N = 6, two chunks, a load covers two block computes.
 schedule::graph_switch_problem figure8_problem() {
     return {.prefill_compute = std::vector<double>(6, 1.0), .decode_compute = std::vector<double>(6, 1.0),
             .load = std::vector<double>(6, 2.0), .chunks = 2};
@@ -176,100 +175,6 @@ std::vector<record> placement_records(bool quick) {
     return out;
 }
 
-// A retrieval stream: requests arrive as a Poisson process (one per 0.6 mean retrievals), each
-// probing 32 IVF clusters whose list sizes are log-normal; cluster cost = 0.05 ms +
-// 1.2 us per vector. The CPU runs one sub-stage at a time: the next budget-sized slice
-// of every active request, batched over the CPU's threads (one request per thread, so
-// the sub-stage lasts as long as its longest slice), plus the overhead beta per
-// sub-stage; a request that arrives mid-sub-stage joins at the next boundary.
-struct stream_result {
-    double mean_ms, p95_ms;
-    std::size_t substages;
-};
-
-stream_result simulate_stream(const std::vector<double>& arrivals, const std::vector<std::vector<double>>& clusters,
-                              double budget, double beta) {
-    struct active {
-        std::size_t id;
-        std::vector<double> slices;
-        std::size_t next = 0;
-    };
-    std::vector<double> latency(arrivals.size());
-    std::vector<active> running;
-    std::size_t admitted = 0, substages = 0;
-    double now = 0;
-    auto admit = [&] {
-        for (; admitted < arrivals.size() && arrivals[admitted] <= now; ++admitted) {
-            active a{admitted, {}, 0};
-            for (const auto& [b, e] : rag::partition_by_budget(clusters[admitted], budget)) {
-                double c = 0;
-                for (std::size_t k = b; k < e; ++k) c += clusters[admitted][k];
-                a.slices.push_back(c);
-            }
-            running.push_back(std::move(a));
-        }
-    };
-    while (admitted < arrivals.size() || !running.empty()) {
-        if (running.empty()) now = std::max(now, arrivals[admitted]);
-        admit();
-        double duration = beta;
-        double longest = 0;
-        for (const auto& a : running) longest = std::max(longest, a.slices[a.next]);
-        duration += longest;
-        now += duration;
-        ++substages;
-        for (auto& a : running)
-            if (++a.next == a.slices.size()) latency[a.id] = now - arrivals[a.id];
-        std::erase_if(running, [](const active& a) { return a.next == a.slices.size(); });
-    }
-    double mean = 0;
-    for (double l : latency) mean += l;
-    return {mean / double(latency.size()), quantile(latency, 0.95), substages};
-}
-
-std::vector<record> substage_records(std::size_t requests, std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::lognormal_distribution<double> list_size(std::log(800.0), 1.0);
-    std::vector<std::vector<double>> clusters(requests);
-    double total = 0, largest = 0;
-    for (auto& c : clusters) {
-        std::vector<std::size_t> sizes(32);
-        for (auto& s : sizes) s = static_cast<std::size_t>(list_size(rng));
-        c = rag::cluster_costs_from_list_sizes(sizes, 0.05, 1.2e-3);
-        double request = 0;
-        for (double x : c) request += x;
-        total += request;
-        largest = std::max(largest, request);
-    }
-    const double t_retrieval = total / double(requests), beta = 0.5;  // ms
-    std::exponential_distribution<double> gap(0.6 / t_retrieval);
-    std::vector<double> arrivals(requests);
-    double clock = 0;
-    for (auto& a : arrivals) a = (clock += gap(rng));
-    const double mb = rag::substage_budget(t_retrieval, beta);
-    const auto eq1 = simulate_stream(arrivals, clusters, mb, beta);
-    std::vector<record> out;
-    auto add = [&](const std::string& kind, double budget, const stream_result& r) {
-        out.push_back({{"part", "substage"},
-                       {"budget_kind", kind},
-                       {"budget_ms", budget},
-                       {"t_retrieval_ms", t_retrieval},
-                       {"beta_ms", beta},
-                       {"requests", requests},
-                       {"mean_latency_ms", r.mean_ms},
-                       {"p95_latency_ms", r.p95_ms},
-                       {"substages", r.substages},
-                       {"mean_ratio_to_eq1", r.mean_ms / eq1.mean_ms}});
-    };
-    add("eq1", mb, eq1);
-    for (double f : {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0}) {
-        add("fixed", t_retrieval * f, simulate_stream(arrivals, clusters, t_retrieval * f, beta));
-    }
-    // A budget as large as the largest request: every request is one sub-stage.
-    add("unpartitioned", largest, simulate_stream(arrivals, clusters, largest, beta));
-    return out;
-}
-
 // The records of one part as a markdown table (the report's own table shows the
 // graph-switch records; the parts have different fields).
 std::string markdown_table(const std::vector<record>& records, const std::string& part,
@@ -299,15 +204,11 @@ public:
         app.add_option("--instances", instances_, "random graph-switch instances per N")
             ->check(CLI::PositiveNumber)
             ->capture_default_str();
-        app.add_option("--requests", requests_, "requests in the simulated retrieval stream")
-            ->check(CLI::PositiveNumber)
-            ->capture_default_str();
         app.add_option("--seed", seed_, "random seed")->capture_default_str();
     }
     int run(result_sink& sink) override {
         for (auto& r : graph_switch_records(instances_, seed_)) sink.add(std::move(r));
         for (auto& r : placement_records(false)) sink.add(std::move(r));
-        for (auto& r : substage_records(requests_, seed_)) sink.add(std::move(r));
         return 0;
     }
     report_section report(const report_context& ctx) override {
@@ -316,7 +217,7 @@ public:
         const std::size_t instances = ctx.quick ? 3 : 200;
         s.data_source = "generated: " + std::to_string(instances) +
                         " random graph-switch instances per N (seed 1; `frugal-bench schedule` runs 1000), "
-                        "and coordgen.txt Figure 8";
+                        "and CoordGen Figure 8";
         s.notes =
             "Graph switching (CoordGen 3.2): makespan excess of frugal's greedy (paper greedy + local "
             "improvement) and of the paper's literal greedy (Eq. 2) over the exact branch-and-bound optimum; "
@@ -325,22 +226,15 @@ public:
             "than `frugal-bench schedule --json` (1000 per N).\n\n"
             "Placement (HyperGen 3.1): the OPT-30B fragment profile (FlexGen partitioning; `opt30b-tied` shares "
             "the token embedding between the first and last block), smallest-first vs 0/1 knapsack on bytes kept "
-            "vs 0/1 knapsack on bytes transferred per pass; pass time replayed on the timeline at 16 GB/s.\n\n"
-            "Sub-stage budget (HedraRAG Eq. 1, overhead term subtracted): a Poisson retrieval stream (mean gap = mean retrieval / 0.6, "
-            "a batched sub-stage lasts its longest slice), 32 clusters per request, beta = 0.5 ms per sub-stage; Eq. 1's mb against fixed budgets.";
+            "vs 0/1 knapsack on bytes transferred per pass; pass time replayed on the timeline at 16 GB/s.";
         for (auto& r : graph_switch_records(instances, seed_)) s.records.push_back(std::move(r));
         for (auto& r : placement_records(ctx.quick)) s.records.push_back(std::move(r));
-        for (auto& r : substage_records(ctx.quick ? 200 : requests_, seed_)) s.records.push_back(std::move(r));
         s.notes += "\n\nPlacement records:\n\n" +
                    markdown_table(s.records, "placement",
                                   {"profile", "limit_mib", "policy", "exact", "resident_fragments", "resident_mib",
                                    "transfer_gib_per_pass", "transfer_ratio_to_smallest_first", "pass_ms", "peak_gib"}) +
-                   "\nSub-stage records:\n\n" +
-                   markdown_table(s.records, "substage",
-                                  {"budget_kind", "budget_ms", "t_retrieval_ms", "beta_ms", "requests",
-                                   "mean_latency_ms", "p95_latency_ms", "substages", "mean_ratio_to_eq1"}) +
-                   "\nAll records below (graph switching fields; solver times in ms; the placement and "
-                   "sub-stage rows' fields are in the tables above):";
+                   "\nAll records below (graph switching fields; solver times in ms; the placement rows' "
+                   "fields are in the table above):";
         s.columns = {"part", "workload", "n", "instances", "gap_median", "gap_p95", "gap_max", "within_5pct",
                      "paper_gap_median", "paper_gap_p95_literal", "paper_gap_max", "exact_ms_median",
                      "exact_ms_p95", "exact_ms_max", "greedy_ms_median"};
@@ -354,11 +248,6 @@ public:
                            .x = "limit_mib", .y = "transfer_gib_per_pass", .series = "policy",
                            .xlabel = "allocation limit (MiB)", .ylabel = "GiB transferred per forward pass",
                            .logx = true, .logy = false, .kind = "line", .filter = {{"profile", "opt30b-tied"}}});
-        s.plots.push_back({.file = "schedule_substage.png",
-                           .title = "Sub-stage budget: mean retrieval latency",
-                           .x = "budget_ms", .y = "mean_latency_ms", .series = "budget_kind",
-                           .xlabel = "sub-stage budget mb (ms)", .ylabel = "mean latency (ms)", .logx = true,
-                           .logy = false, .kind = "line", .filter = {{"part", "substage"}}});
         s.plots.push_back({.file = "schedule_switch_gap.png",
                            .title = "Graph switching: p95 makespan excess over the exact optimum",
                            .x = "n", .y = "gap_p95",
@@ -367,7 +256,7 @@ public:
     }
 
 private:
-    std::size_t instances_ = 1000, requests_ = 5000;
+    std::size_t instances_ = 1000;
     std::uint64_t seed_ = 1;
 };
 

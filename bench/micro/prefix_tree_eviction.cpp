@@ -26,11 +26,13 @@
 
 #include <benchmark/benchmark.h>
 
+#include <frugal/cache/gdsf_policy.hpp>
+#include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/prefix_tree.hpp>
 
 namespace {
 
-using tree_type = frugal::cache::prefix_tree<std::uint64_t, std::uint64_t, frugal::cache::tree_gdsf>;
+using tree_type = frugal::cache::prefix_tree<std::uint64_t, std::uint64_t, frugal::cache::gdsf_policy>;
 using value = frugal::cache::chunk_value<std::uint64_t>;
 
 // A three-level tree of about `n` nodes: n / 64 roots, n / 8 middle nodes, n leaves.
@@ -104,7 +106,7 @@ BENCHMARK(prefix_tree_evict_one)->RangeMultiplier(10)->Range(1000, 1000000)->Use
 // Draining a tree filled in one pass under LRU: the victims come in insertion order, which is
 // also their order in memory, so what is timed is the eviction's own work, not cache misses.
 void prefix_tree_drain_lru(benchmark::State& state) {
-    using lru_tree = frugal::cache::prefix_tree<std::uint64_t, std::uint64_t, frugal::cache::tree_lru>;
+    using lru_tree = frugal::cache::prefix_tree<std::uint64_t, std::uint64_t, frugal::cache::lru_policy>;
     const auto n = static_cast<std::size_t>(state.range(0));
     const std::size_t batch = eviction_batch(n);
     lru_tree tree(frugal::memory_budget(1ull << 40));

@@ -1,10 +1,13 @@
 // A speculative decode loop with frugal's drafter: tree drafts, greedy tree verification,
-// the history of past outputs saved and restored between "sessions".
+// the end-of-sequence rule, and the history of past outputs saved and restored between
+// "sessions".
 //
-// The "model" is a stand-in: a greedy generator that replays a fixed answer per request,
-// so the output must equal plain token-by-token decoding while taking fewer forward passes.
+// The "model" is a stand-in: a greedy generator that replays a fixed answer per request
+// (ending with EOS), so the output must equal plain token-by-token decoding while taking
+// fewer forward passes.
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -12,12 +15,14 @@
 
 namespace fd = frugal::draft;
 
-// The stand-in model: its greedy next token after `prefix` (the answer continues where the
-// prefix leaves it; -1 stands for end of sequence).
+constexpr int eos = 2;
+
+// The stand-in model: its greedy next token after `generated` tokens of the answer.
 struct toy_model {
-    std::vector<int> answer;
+    std::vector<int> answer;  // ends with EOS
     std::size_t forward_passes = 0;
-    int next(std::size_t generated) const { return generated < answer.size() ? answer[generated] : -1; }
+    // Past the EOS a real model still predicts something: here token 0, which must never be output.
+    int next(std::size_t generated) const { return generated < answer.size() ? answer[generated] : 0; }
     // One forward pass over a draft tree: the greedy token after the context and after every node.
     std::vector<int> verify(std::size_t generated, const fd::draft_tree<int>& tree) {
         ++forward_passes;
@@ -31,48 +36,50 @@ struct toy_model {
     }
 };
 
-std::vector<int> generate(toy_model& model, std::span<const int> prompt, const fd::history_store<int>& history) {
-    fd::drafter<int> drafter({.max_draft = 10, .tree_budget = 32}, &history.automaton());
+std::vector<int> generate(toy_model& model, std::span<const int> prompt, const fd::live_history<int>& history) {
+    fd::drafter<int> drafter({.tree_depth = 16, .tree_budget = 32}, &history);
     drafter.begin(prompt);
     std::vector<int> out;
     while (true) {
         const fd::draft_tree<int>& tree = drafter.tree();
         const std::vector<int> argmax = model.verify(out.size(), tree);
         const auto r = fd::verify_tree(tree, std::span<const int>(argmax));
-        for (auto node : r.path) {
-            out.push_back(tree.tokens[std::size_t(node)]);
-            drafter.accept(tree.tokens[std::size_t(node)]);
-        }
-        if (r.bonus < 0) break;  // end of sequence
-        out.push_back(r.bonus);
-        drafter.accept(r.bonus);
+        // The accepted path then the bonus token, cut after the first EOS: an EOS inside the
+        // accepted draft ends the request there.
+        const auto step = fd::emitted_tokens(tree, r, eos);
+        out.insert(out.end(), step.tokens.begin(), step.tokens.end());
+        drafter.accept(step.tokens);
+        if (step.finished) break;
     }
     return out;
 }
 
 int main() {
     const std::vector<int> prompt{1, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
-    // Answers that quote the prompt and repeat each other's wording, as real ones do.
+    // Answers that quote the prompt and repeat each other's wording, as real ones do. The
+    // third repeats the second: its draft, from the history, ends with the EOS, which the
+    // model accepts, so the step's bonus token (after the EOS) must not be output.
     const std::vector<std::vector<int>> answers{
-        {30, 31, 14, 15, 16, 17, 32, 33, 34, 35, 36, 37, 38, 39, 40},
-        {30, 31, 18, 19, 20, 32, 33, 34, 35, 36, 37, 38, 39, 41, 42},
-        {30, 31, 12, 13, 14, 15, 16, 32, 33, 34, 35, 36, 37, 38, 39, 40}};
+        {30, 31, 14, 15, 16, 17, 32, 33, 34, 35, 36, 37, 38, 39, 40, eos},
+        {30, 31, 18, 19, 20, 32, 33, 34, 35, 36, 37, 38, 39, 41, 42, eos},
+        {30, 31, 18, 19, 20, 32, 33, 34, 35, 36, 37, 38, 39, 41, 42, eos}};
     const auto file = std::filesystem::temp_directory_path() / "frugal_decode_loop_history.bin";
     bool identical = true;
     std::size_t tokens = 0, passes = 0;
     for (std::size_t session = 0; session < answers.size(); ++session) {
         // Each request is a new session: the history comes back from disk.
-        fd::history_store<int> history = session == 0 ? fd::history_store<int>(1 << 16)
-                                                      : fd::history_store<int>::load(file);
+        auto history = session == 0 ? std::make_unique<fd::live_history<int>>(1 << 16)
+                                    : std::make_unique<fd::live_history<int>>(file);
         toy_model model{answers[session]};
-        const auto out = generate(model, prompt, history);
+        const auto out = generate(model, prompt, *history);
         identical = identical && out == answers[session];
         tokens += out.size();
         passes += model.forward_passes;
         std::printf("request %zu: %zu tokens in %zu forward passes (history: %zu tokens)\n", session, out.size(),
-                    model.forward_passes, history.size());
-        history.add(out);
-        history.save(file);
+                    model.forward_passes, history->snapshot()->size());
+        history->add(out);
+        history->publish();  // single-threaded: visible at once
+        history->save(file);
     }
     std::filesystem::remove(file);
     std::printf("mean accepted tokens per pass: %.2f; output identical to greedy decoding: %s\n",

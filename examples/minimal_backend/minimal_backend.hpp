@@ -1,7 +1,9 @@
 #pragma once
 // A complete user tensor backend in one short file: plain loops, any real type.
-// Replace the loop with your engine's GEMM (cuBLAS, oneDNN, ggml) and frugal's
-// dense drivers run on it.
+// Replace the loop with your engine's host GEMM (oneDNN, OpenBLAS, ggml's CPU kernels)
+// and frugal's dense drivers run on it, tile by tile. The drivers hand it views of host
+// memory (score tiles, outputs), so a device GEMM such as cuBLAS cannot plug in here: a
+// device backend runs a whole plan instead, as frugal/backend/cuda does.
 
 #include <frugal/core/concepts.hpp>
 

@@ -46,7 +46,7 @@ int main() {
     const auto wave = serve(frugal::rag::rag_policy::wavefront);
     bool same = true;
     for (std::size_t i = 0; i < requests.size(); ++i)
-        same = same && seq.requests[i].state.text == wave.requests[i].state.text;
+        same = same && seq.requests[i].state.values == wave.requests[i].state.values;
     std::printf("sequential: mean latency %.0f ms\n", seq.mean_latency());
     std::printf("wavefront:  mean latency %.0f ms (%zu speculative generations, %zu rolled back)\n",
                 wave.mean_latency(), wave.speculations, wave.rollbacks);

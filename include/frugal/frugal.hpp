@@ -23,12 +23,16 @@
 
 // attention
 #include "frugal/attention/attention_plan.hpp"
+#include "frugal/attention/batch_attention.hpp"
+#include "frugal/attention/batch_plan.hpp"
+#include "frugal/attention/dtype.hpp"
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/host_device.hpp"
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/memory_model.hpp"
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/attention/out_of_core.hpp"
+#include "frugal/attention/paged_kv.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 
 // draft
@@ -36,21 +40,29 @@
 #include "frugal/draft/drafter.hpp"
 #include "frugal/draft/history.hpp"
 #include "frugal/draft/reuse.hpp"
+#include "frugal/draft/speculator.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 #include "frugal/draft/verify.hpp"
 
 // cache
+#include "frugal/cache/arc_policy.hpp"
 #include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/cache_policy.hpp"
 #include "frugal/cache/count_min_sketch.hpp"
 #include "frugal/cache/embedding_row_cache.hpp"
 #include "frugal/cache/gdsf_policy.hpp"
+#include "frugal/cache/ghost_queue.hpp"
 #include "frugal/cache/lfu_policy.hpp"
+#include "frugal/cache/lirs_policy.hpp"
 #include "frugal/cache/lru_policy.hpp"
 #include "frugal/cache/percache_scheduler.hpp"
 #include "frugal/cache/prefix_tree.hpp"
 #include "frugal/cache/priority_buckets.hpp"
+#include "frugal/cache/s3fifo_policy.hpp"
 #include "frugal/cache/semantic_cache.hpp"
 #include "frugal/cache/sharded_cache.hpp"
+#include "frugal/cache/sieve_policy.hpp"
+#include "frugal/cache/two_queue_policy.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
 
 // prune
@@ -71,15 +83,18 @@
 // rag
 #include "frugal/rag/cluster_order.hpp"
 #include "frugal/rag/hot_set.hpp"
+#include "frugal/rag/ivf_retriever.hpp"
 #include "frugal/rag/substage.hpp"
 #include "frugal/rag/tiered_ivf.hpp"
 #include "frugal/rag/wavefront.hpp"
 #include "frugal/rag/workflow.hpp"
 
 // retrieve
+#include "frugal/retrieve/distance.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/similarity_index.hpp"
 #include "frugal/retrieve/top_k.hpp"
+#include "frugal/retrieve/vector_index.hpp"
 
 // stream
 #include "frugal/stream/file_layer_loader.hpp"

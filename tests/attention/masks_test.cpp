@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "attention_reference.hpp"
 
 namespace {
@@ -83,6 +85,28 @@ TEST(AttentionMask, VisiblePairsCountsTheMask) {
             EXPECT_EQ(mask.visible_pairs(sq, skv), want);
         }
     EXPECT_EQ(attention_mask::causal().visible_pairs(4096, 4096), 4096ull * 4097 / 2);
+}
+
+TEST(AttentionMask, ExtremeOffsetsAndWindowsSaturateInsteadOfOverflowing) {
+    // Issue 23 item 4: causal(offset, INT64_MAX) and sliding_window(INT64_MAX) overflowed
+    // int64 in key_begin/key_end (UB). Oracle: the definition evaluated in 128-bit integers.
+    __extension__ typedef __int128 wide;
+    constexpr std::int64_t big = std::numeric_limits<std::int64_t>::max(), small = std::numeric_limits<std::int64_t>::min();
+    for (std::int64_t offset : {big, big - 1, small, small + 1, std::int64_t{0}})
+        for (std::int64_t window : {std::int64_t{0}, std::int64_t{1}, std::int64_t{3}, big}) {
+            const auto mask = window == 0 ? attention_mask::causal(causal_alignment::offset, offset)
+                                          : attention_mask::sliding_window(window, causal_alignment::offset, offset);
+            for (std::int64_t i = 0; i < 4; ++i)
+                for (std::int64_t j = 0; j < 5; ++j) {
+                    const wide d = wide(i) + offset;
+                    const bool want = wide(j) <= d && (window == 0 || wide(j) > d - window);
+                    ASSERT_EQ(mask.visible(i, j, 4, 5), want) << "offset " << offset << " window " << window;
+                }
+        }
+    const auto all = attention_mask::causal(causal_alignment::offset, big);
+    EXPECT_EQ(all.key_begin(3, 4, 5), 0);
+    EXPECT_EQ(all.key_end(3, 4, 5), 5);
+    EXPECT_EQ(attention_mask::sliding_window(big).visible_pairs(6, 9), attention_mask::causal().visible_pairs(6, 9));
 }
 
 TEST(AttentionMask, RejectsANonPositiveWindow) {

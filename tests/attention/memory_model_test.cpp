@@ -3,6 +3,8 @@
 #include <frugal/backend/eigen/attention_backend.hpp>
 #include <frugal/attention/memory_model.hpp>
 
+#include "batch_fixture.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -35,6 +37,16 @@ void operator delete(void* p) noexcept {
     std::free(base);
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+// The nothrow forms go through the counted ones (sanitizers would otherwise pair their own
+// nothrow new with the delete above).
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    try {
+        return operator new(n);
+    } catch (...) {
+        return nullptr;
+    }
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { operator delete(p); }
 
 namespace {
 
@@ -137,6 +149,35 @@ TEST(MemoryModel, TiledAttentionAllocatesExactlyItsPlannedWorkspace) {
         EXPECT_GE(peak_bytes - before, plan.workspace_bytes());
         EXPECT_LE(peak_bytes - before, plan.workspace_bytes() + slack);
     }
+}
+
+TEST(MemoryModel, BatchAttentionAllocatesNothingBeyondItsPlannedWorkspace) {
+    // A mixed batch with split-KV decodes, prefill tiles and gathered pages: run with the
+    // caller's workspace and a pool allocates nothing; the allocating overload allocates
+    // exactly workspace_bytes().
+    const frugal::testing::batch_spec spec{.q_lens = {1, 40, 2, 1}, .kv_lens = {900, 40, 300, 64}, .q_heads = 4,
+                                           .kv_heads = 2, .head_dim = 16, .page_size = 16};
+    const frugal::testing::batch_data<frugal::attention::bfloat16> b(spec);
+    const frugal::testing::kv_pool<frugal::attention::bfloat16> pool(b, false);
+    const auto plan = frugal::attention::batch::plan(
+        b.shape(), {.mask = frugal::attention::attention_mask::causal(), .dtype = frugal::attention::storage_dtype::bf16,
+                    .threads = 2, .q_tile = 16, .kv_tile = 32, .kv_chunk = 128});
+    EXPECT_FALSE(plan.merges().empty());
+    EXPECT_EQ(plan.workspace_bytes(), (plan.workers() * plan.worker_floats() + plan.slots() * plan.slot_floats()) * 4);
+    std::vector<frugal::attention::bfloat16> out(b.tokens() * 4 * 16);
+    const auto ov = frugal::attention::heads_view<frugal::attention::bfloat16>::token_major(out.data(), b.tokens(), 4, 16);
+    std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
+    frugal::thread_pool threads(2);
+    const frugal::eigen::attention_backend cpu;
+    const auto kv = pool.view();
+    (void)frugal::default_thread_pool();  // started once per process, before the counting
+    const std::size_t before = live_bytes;
+    peak_bytes = before;
+    frugal::attention::batch::run(plan, cpu, b.q_view(), kv, ov, {}, std::span<float>(ws), threads);
+    EXPECT_EQ(peak_bytes - before, 0u);
+    peak_bytes = live_bytes.load();
+    frugal::attention::batch::run(plan, cpu, b.q_view(), kv, ov);
+    EXPECT_EQ(peak_bytes - before, plan.workspace_bytes());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -189,6 +190,19 @@ TEST(TiledAttention, ResultIsBitwiseIdenticalForAnyThreadCount) {
     }
     EXPECT_EQ(results[0], results[1]);
     EXPECT_EQ(results[0], results[2]);
+    // The caller's executor: the calling thread alone, or a pool of its own.
+    padded_tensor q(4, 150, 40, 0, 1), k(2, 150, 40, 0, 2), v(2, 150, 40, 0, 3), out(4, 150, 40, 0, 4);
+    const auto plan = frugal::attention::tiled::plan(
+        sh, {.mask = attention_mask::causal(), .threads = 3, .q_tile = 32, .kv_tile = 64}, memory_budget::mib(1));
+    std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
+    frugal::inline_executor serial;
+    frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{}, q.view(), k.view(), v.view(), out.view(), {},
+                                  std::span<float>(ws), serial);
+    EXPECT_EQ(out.data, results[0]);
+    frugal::thread_pool pool(3);
+    frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{}, q.view(), k.view(), v.view(), out.view(), {},
+                                  std::span<float>(ws), pool);
+    EXPECT_EQ(out.data, results[0]);
 }
 
 TEST(TiledAttention, RunsOnAMinimalGemmOnlyBackend) {
@@ -241,6 +255,27 @@ TEST(TiledAttention, BadInputGetsAClearError) {
                                               std::span<float>(ws)),
                  frugal::invalid_argument);
     EXPECT_THROW((void)heads_view<float>(q.data.data(), 4, 8, 4, 4, 3), frugal::invalid_argument);
+}
+
+TEST(TiledAttention, PlanSizesThatWouldWrapAreRejected) {
+    // Issue 23 item 4: the public constructor computed q_tile * kv_tile and the workspace
+    // unchecked, so a 2^60 head dimension or tile reported a tiny workspace and run overran it.
+    const std::size_t huge = std::size_t(1) << 60;
+    try {
+        (void)frugal::attention::attention_plan(shape(1, 1, 15, 4, huge), {}, 4, 4, 1);
+        FAIL() << "a 2^60 head dimension was accepted";
+    } catch (const frugal::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(std::to_string(huge)), std::string::npos) << e.what();
+    }
+    try {
+        (void)frugal::attention::attention_plan(shape(1, 1, 15, 4, 4), {}, huge, 4, 1);
+        FAIL() << "a 2^60 query tile was accepted";
+    } catch (const frugal::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(std::to_string(huge)), std::string::npos) << e.what();
+    }
+    const auto ok = frugal::attention::attention_plan(shape(1, 1, 15, 4, 4), {}, 15, 4, 3);
+    EXPECT_EQ(ok.workspace_bytes(), 3u * 112u * 4u);  // 15 * 4 + 3 * 15 = 105 floats, padded to 112
 }
 
 TEST(StagedAttention, MatchesFloat64UnderSmallDeviceLimits) {
@@ -340,6 +375,18 @@ TEST(OutOfCoreAttention, BadInputGetsAClearError) {
     frugal::attention::write_kv_file(path, k.view(), v.view());
     EXPECT_THROW(frugal::attention::file_kv_source(path, 1, 31, 4), frugal::runtime_error);  // the file is too short
     frugal::attention::file_kv_source wrong(path, 2, 15, 4);
+    {
+        // Issue 23 item 6: an empty file was accepted as 2^31 x 2^31 (the expected size wrapped to 0).
+        const auto empty = std::filesystem::path(::testing::TempDir()) / "frugal_attention_empty.kv";
+        std::fclose(std::fopen(empty.string().c_str(), "wb"));
+        try {
+            frugal::attention::file_kv_source src(empty, 1, std::size_t(1) << 31, std::size_t(1) << 31);
+            FAIL() << "an empty file was accepted as 2^31 x 2^31";
+        } catch (const frugal::error& e) {
+            EXPECT_NE(std::string(e.what()).find("2147483648"), std::string::npos) << e.what();
+        }
+        std::filesystem::remove(empty);
+    }
     const auto plan = frugal::attention::out_of_core::plan(sh, {}, memory_budget::mib(1));
     EXPECT_THROW(frugal::attention::out_of_core::run(plan, frugal::eigen::attention_backend{}, q.view(), wrong,
                                                     out.view()),

@@ -18,6 +18,8 @@
 #include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
+#include "policy_driver.hpp"
+
 namespace {
 
 using frugal::cache::eviction_reason;
@@ -29,6 +31,8 @@ enum class kind { lru, lfu, lfuda, gdsf, wtinylfu };
 // W-TinyLFU's segment logic exactly; the sketch is tested on its own below.
 struct exact_sketch {
     explicit exact_sketch(std::size_t) {}
+    std::size_t capacity() const { return std::numeric_limits<std::size_t>::max(); }  // never resized
+    void resize(std::size_t) {}
     void increment(std::size_t h) { ++counts[h]; }
     unsigned estimate(std::size_t h) const {
         auto it = counts.find(h);
@@ -246,47 +250,21 @@ private:
 template <class Policy>
 void run_against_reference(kind k, std::uint32_t seed, std::size_t capacity, int max_weight) {
     SCOPED_TRACE(testing::Message() << "seed " << seed << " capacity " << capacity << " max weight " << max_weight);
+    std::vector<std::pair<int, eviction_reason>> log;  // outlives the cache: its destructor reports
     frugal::cache::basic_cache<int, int, Policy, value_weigher> cache(capacity);
     reference ref(k, capacity);
-    std::vector<std::pair<int, eviction_reason>> log;
     cache.set_eviction_callback([&](const int& key, int&, eviction_reason r) { log.emplace_back(key, r); });
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> key_dist(0, 40), weight_dist(1, max_weight), op_dist(0, 99), cost_dist(1, 4);
-    std::vector<int> pinned;
+    frugal::cache_model::checked_pair<decltype(cache), reference> pair{cache, ref, log, {}};
     for (int step = 0; step < 3000; ++step) {
         const int op = op_dist(rng);
         const int key = key_dist(rng);
-        if (op < 50) {
-            ASSERT_EQ(cache.get(key) != nullptr, ref.get(key)) << "step " << step;
-        } else if (op < 85) {
+        const std::string failure = pair.step(op, key, [&] {
             const int w = weight_dist(rng);
-            const double cost = cost_dist(rng);
-            if (ref.pinned(key)) {
-                EXPECT_THROW(cache.put(key, w, cost), frugal::invalid_argument);
-            } else {
-                ASSERT_EQ(cache.put(key, w, cost), ref.put(key, w, cost)) << "step " << step;
-            }
-        } else if (op < 90) {
-            if (ref.pinned(key)) {
-                EXPECT_THROW(cache.erase(key), frugal::invalid_argument);
-            } else {
-                ASSERT_EQ(cache.erase(key), ref.erase(key));
-            }
-        } else if (op < 95) {
-            const bool hit = ref.pin(key);
-            ASSERT_EQ(cache.pin(key) != nullptr, hit);
-            if (hit) pinned.push_back(key);
-        } else if (!pinned.empty()) {
-            const std::size_t i = static_cast<std::size_t>(key) % pinned.size();
-            cache.unpin(pinned[i]);
-            ref.unpin(pinned[i]);
-            pinned.erase(pinned.begin() + static_cast<std::ptrdiff_t>(i));
-        }
-        ASSERT_EQ(log, ref.log) << "step " << step;
-        ASSERT_EQ(cache.weight(), ref.total());
-        if (pinned.empty()) {
-            ASSERT_LE(cache.weight(), capacity);
-        }
+            return std::pair<int, double>(w, cost_dist(rng));
+        });
+        ASSERT_EQ(failure, "") << "step " << step;
     }
     std::vector<int> keys;
     for (int key = 0; key <= 40; ++key) {
@@ -312,6 +290,7 @@ TEST(CachePolicies, GdsfMatchesReference) { run_suite<frugal::cache::gdsf_policy
 TEST(CachePolicies, WTinyLfuMatchesReference) { run_suite<frugal::cache::wtinylfu_policy<exact_sketch>>(kind::wtinylfu); }
 
 TEST(CacheCore, PinnedEntrySurvivesPressureAndExhaustionRefuses) {
+    std::vector<eviction_reason> reasons;  // outlives the cache: its destructor reports
     frugal::cache::lru_cache<int, int> c(3);
     for (int k = 0; k < 3; ++k) c.put(k, k);
     ASSERT_NE(c.pin(0), nullptr);
@@ -325,7 +304,6 @@ TEST(CacheCore, PinnedEntrySurvivesPressureAndExhaustionRefuses) {
     // Pin everything: a new key is refused, the budget holds.
     ASSERT_NE(c.pin(108), nullptr);
     ASSERT_NE(c.pin(109), nullptr);
-    std::vector<eviction_reason> reasons;
     c.set_eviction_callback([&](const int&, int&, eviction_reason r) { reasons.push_back(r); });
     EXPECT_EQ(c.put(500, 1), put_result::rejected);
     EXPECT_FALSE(c.contains(500));

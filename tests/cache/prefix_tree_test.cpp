@@ -11,106 +11,19 @@
 
 #include <gtest/gtest.h>
 
+#include <frugal/cache/gdsf_policy.hpp>
+#include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/prefix_tree.hpp>
 
-#include "frugal_test_temp.hpp"
+#include "prefix_tree_model.hpp"
+#include "temp_files.hpp"
 
 namespace {
 
-using seq = std::vector<int>;
+using kind = frugal::cache_model::tree_kind;
+using frugal::cache_model::reference_tree;
+using frugal::cache_model::seq;
 using value = frugal::cache::chunk_value<int>;
-
-template <class Policy>
-class reference_tree {
-public:
-    explicit reference_tree(std::size_t budget) : budget_(budget) {}
-    std::vector<int> log;  // handles of evicted chunks
-
-    std::size_t match(const seq& s, std::vector<seq>& pinned_paths) {
-        std::size_t n = 0;
-        for (; n < s.size(); ++n) {
-            auto it = nodes_.find(seq(s.begin(), s.begin() + static_cast<long>(n) + 1));
-            if (it == nodes_.end()) break;
-            touch(it->second);
-            ++it->second.pins;
-            pinned_paths.push_back(it->first);
-        }
-        return n;
-    }
-    void release(const std::vector<seq>& paths) {
-        for (const auto& p : paths) --nodes_.at(p).pins;
-        while (bytes_ > budget_ && evict()) {
-        }
-    }
-    std::pair<std::size_t, std::size_t> insert(const seq& s, const std::vector<value>& v) {
-        std::vector<seq> path;
-        std::size_t existing = 0;
-        for (; existing < s.size(); ++existing) {
-            seq p(s.begin(), s.begin() + static_cast<long>(existing) + 1);
-            auto it = nodes_.find(p);
-            if (it == nodes_.end()) break;
-            ++it->second.pins;
-            path.push_back(p);
-        }
-        std::size_t cached = existing;
-        for (; cached < s.size(); ++cached) {
-            while (bytes_ + v[cached].bytes > budget_ && evict()) {
-            }
-            if (bytes_ + v[cached].bytes > budget_) break;
-            seq p(s.begin(), s.begin() + static_cast<long>(cached) + 1);
-            node& n = nodes_[p];
-            n.v = v[cached];
-            bytes_ += n.v.bytes;
-            touch(n);
-            ++n.pins;
-            path.push_back(p);
-        }
-        release(path);
-        return {existing, cached};
-    }
-    std::size_t bytes() const { return bytes_; }
-    std::map<seq, int> contents() const {
-        std::map<seq, int> c;
-        for (auto& [p, n] : nodes_) c[p] = n.v.handle;
-        return c;
-    }
-
-private:
-    struct node {
-        value v{};
-        std::uint64_t freq = 0, tick = 0;
-        double priority = 0;
-        int pins = 0;
-    };
-    void touch(node& n) {
-        ++n.freq;
-        n.tick = ++tick_;
-        n.priority = Policy::priority(n.freq, n.tick, n.v.cost, n.v.bytes, clock_);
-    }
-    bool is_leaf(const seq& p) const {
-        auto it = nodes_.upper_bound(p);  // children sort right after their parent
-        return it == nodes_.end() || it->first.size() <= p.size() || !std::equal(p.begin(), p.end(), it->first.begin());
-    }
-    bool evict() {
-        const seq* best = nullptr;
-        for (auto& [p, n] : nodes_) {
-            if (n.pins > 0 || !is_leaf(p)) continue;
-            const node& b = best ? nodes_.at(*best) : n;
-            if (best == nullptr || n.priority < b.priority || (n.priority == b.priority && n.tick < b.tick)) best = &p;
-        }
-        if (best == nullptr) return false;
-        node& v = nodes_.at(*best);
-        clock_ = v.priority;
-        log.push_back(v.v.handle);
-        bytes_ -= v.v.bytes;
-        nodes_.erase(*best);
-        return true;
-    }
-    std::size_t budget_, bytes_ = 0;
-    std::uint64_t tick_ = 0;
-    double clock_ = 0;
-    std::map<seq, node> nodes_;
-};
 
 template <class Policy>
 std::map<seq, int> contents_of(frugal::cache::prefix_tree<int, int, Policy>& tree, const std::vector<seq>& candidates) {
@@ -125,11 +38,11 @@ std::map<seq, int> contents_of(frugal::cache::prefix_tree<int, int, Policy>& tre
 // Budget 60: a handful of nodes, constant eviction. Budget 1500 over 8 chunk ids: hundreds
 // of nodes, so the node index grows, rehashes and reuses erased slots many times.
 template <class Policy>
-void run_against_reference(std::uint32_t seed, std::size_t budget = 60, int chunk_ids = 4) {
+void run_against_reference(kind k, std::uint32_t seed, std::size_t budget = 60, int chunk_ids = 4) {
     SCOPED_TRACE(testing::Message() << "seed " << seed << " budget " << budget);
+    std::vector<int> log;  // outlives the tree: its destructor reports
     frugal::cache::prefix_tree<int, int, Policy> tree{frugal::memory_budget(budget)};
-    reference_tree<Policy> ref(budget);
-    std::vector<int> log;
+    reference_tree ref(k, budget);
     tree.set_eviction_callback([&](const int&, int& handle, std::size_t) { log.push_back(handle); });
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> chunk(0, chunk_ids - 1), len(1, 6), bytes(1, 12), op(0, 9);
@@ -182,26 +95,26 @@ void run_against_reference(std::uint32_t seed, std::size_t budget = 60, int chun
 }
 
 TEST(PrefixTree, LfuMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_lfu>(s);
-    run_against_reference<frugal::cache::tree_lfu>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::lfu_policy>(kind::lfu, s);
+    run_against_reference<frugal::cache::lfu_policy>(kind::lfu, 5, 1500, 8);
 }
 TEST(PrefixTree, LruMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_lru>(s);
-    run_against_reference<frugal::cache::tree_lru>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::lru_policy>(kind::lru, s);
+    run_against_reference<frugal::cache::lru_policy>(kind::lru, 5, 1500, 8);
 }
 TEST(PrefixTree, GdsfMatchesReference) {
-    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::tree_gdsf>(s);
-    run_against_reference<frugal::cache::tree_gdsf>(5, 1500, 8);
+    for (std::uint32_t s = 1; s <= 4; ++s) run_against_reference<frugal::cache::gdsf_policy>(kind::gdsf, s);
+    run_against_reference<frugal::cache::gdsf_policy>(kind::gdsf, 5, 1500, 8);
 }
 
 TEST(PrefixTree, PinnedPrefixSurvivesAndOnlyLeavesAreEvicted) {
+    std::vector<int> evicted;  // outlives the tree: its destructor reports
     frugal::cache::prefix_tree<int, int> tree(frugal::memory_budget(10));
     const seq a{1, 2, 3};
     std::vector<value> v{{10, 3}, {11, 3}, {12, 3}};
     ASSERT_EQ(tree.insert(a, v).cached, 3u);
     auto m = tree.match(seq{1, 2});
     ASSERT_EQ(m.length(), 2u);
-    std::vector<int> evicted;
     tree.set_eviction_callback([&](const int&, int& h, std::size_t) { evicted.push_back(h); });
     // 9 bytes used, 6 pinned. A new branch of 2 x 3 bytes: only the leaf {1,2,3} can go.
     auto r = tree.insert(seq{7, 8}, std::vector<value>{{20, 3}, {21, 3}});
@@ -219,8 +132,8 @@ TEST(PrefixTree, LargeTreeOnHugePageBlocksEvictsInOrderAndKeepsTheRest) {
     // Under LRU with distinct one-chunk sequences, the first 50k inserted are the ones
     // evicted, in insertion order; every other chunk stays findable.
     constexpr int total = 200000, kept = 150000;
-    frugal::cache::prefix_tree<int, int, frugal::cache::tree_lru> tree{frugal::memory_budget(kept)};
-    std::vector<int> evicted;
+    std::vector<int> evicted;  // outlives the tree: its destructor reports
+    frugal::cache::prefix_tree<int, int, frugal::cache::lru_policy> tree{frugal::memory_budget(kept)};
     tree.set_eviction_callback([&](const int& id, int& handle, std::size_t) {
         EXPECT_EQ(id, handle);
         evicted.push_back(handle);
@@ -233,17 +146,7 @@ TEST(PrefixTree, LargeTreeOnHugePageBlocksEvictsInOrderAndKeepsTheRest) {
     for (int i = 0; i < total; i += 997) EXPECT_EQ(tree.cached_length(seq{i}), i < total - kept ? 0u : 1u) << i;
 }
 
-class PrefixTreeFiles : public ::testing::Test {
-protected:
-    std::filesystem::path dir = frugal::testing::temp_path_for_test("frugal_prefix_tree");
-    void SetUp() override { std::filesystem::create_directories(dir); }
-    void TearDown() override { std::filesystem::remove_all(dir); }
-    std::string read(const std::filesystem::path& p) {
-        std::ifstream f(p, std::ios::binary);
-        return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-    }
-    void write(const std::filesystem::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-};
+using PrefixTreeFiles = frugal::cache_model::temp_files;
 
 TEST_F(PrefixTreeFiles, SaveLoadRoundTripsAndCorruptFilesAreClearErrors) {
     frugal::cache::prefix_tree<int, int> tree(frugal::memory_budget(1000));

@@ -19,8 +19,8 @@ std::uint64_t value_of(std::uint64_t key) { return key * 2654435761u + 17; }
 
 template <class Cache>
 void hammer() {
+    std::atomic<std::uint64_t> evicted{0};  // outlives the cache: its destructor reports
     frugal::cache::sharded_cache<Cache> cache(1000, 8);
-    std::atomic<std::uint64_t> evicted{0};
     cache.set_eviction_callback([&](const std::uint64_t& k, std::uint64_t& v, frugal::cache::eviction_reason) {
         EXPECT_EQ(v, value_of(k));
         evicted.fetch_add(1, std::memory_order_relaxed);

@@ -1,13 +1,15 @@
-// Published numbers: LRU on the ARC paper's OLTP trace, LRU on the LIRS traces (hit counts of
+// Published numbers: LRU and ARC on the ARC paper's OLTP trace, LRU on the LIRS traces (hit counts of
 // the data README's independent simulator), and the trace readers on small files.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include <frugal/cache/arc_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>
 
 #include "cache_trace.hpp"
@@ -16,11 +18,15 @@
 
 namespace {
 
-std::uint64_t lru_hits(const std::vector<frugal::bench::trace_request>& trace, std::size_t capacity) {
-    frugal::cache::lru_cache<std::uint64_t, char> c(capacity);
+template <class Policy = frugal::cache::lru_policy>
+std::uint64_t hits(const std::vector<frugal::bench::trace_request>& trace, std::size_t capacity) {
+    frugal::cache::basic_cache<std::uint64_t, char, Policy> c(capacity);
     for (const auto& r : trace)
         if (c.get(r.key) == nullptr) c.put(r.key, 'x');
     return c.stats().hits;
+}
+std::uint64_t lru_hits(const std::vector<frugal::bench::trace_request>& trace, std::size_t capacity) {
+    return hits(trace, capacity);
 }
 
 TEST(CacheTraces, LruReproducesTheArcPaperOnOltp) {
@@ -33,6 +39,22 @@ TEST(CacheTraces, LruReproducesTheArcPaperOnOltp) {
     for (auto [capacity, percent] : published) {
         const double got = 100.0 * static_cast<double>(lru_hits(trace, capacity)) / static_cast<double>(trace.size());
         EXPECT_NEAR(got, percent, 0.005) << capacity << " pages";
+    }
+}
+
+TEST(CacheTraces, ArcReproducesTheArcPaperOnOltp) {
+    FRUGAL_SHARED_DATA_OR_SKIP(path, "cache_traces/arc/OLTP.lis.zst");
+    const auto trace = frugal::bench::read_trace(path, "arc");
+    ASSERT_EQ(trace.size(), 914145u);
+    // Megiddo & Modha, FAST'03, Table IV, the ARC column: 38.93, 46.08, 55.25, 61.87, 65.40 %.
+    // Fig. 4 with a real-valued p reproduces four of the five to two decimals; at 1000 pages it
+    // gives 38.945 % (integer or rounded adaptation steps are further off at every size).
+    const std::vector<std::tuple<std::size_t, double, double>> published = {
+        {1000, 38.93, 0.02}, {2000, 46.08, 0.005}, {5000, 55.25, 0.005}, {10000, 61.87, 0.005}, {15000, 65.40, 0.005}};
+    for (auto [capacity, percent, tolerance] : published) {
+        const double got =
+            100.0 * static_cast<double>(hits<frugal::cache::arc_policy>(trace, capacity)) / static_cast<double>(trace.size());
+        EXPECT_NEAR(got, percent, tolerance) << capacity << " pages";
     }
 }
 
@@ -85,6 +107,14 @@ TEST_F(TraceFiles, BadInputIsAClearError) {
     EXPECT_THROW(frugal::bench::read_trace(write("f.gz", "\x1f\x8b garbage"), "lines"), frugal::runtime_error);
     EXPECT_THROW(frugal::bench::read_trace(write("g.lis", "1 2 3\n"), "arc"), frugal::runtime_error);
     EXPECT_THROW(frugal::bench::read_trace(dir / "missing", "lines"), frugal::runtime_error);
+    // Issue 23, item 10: a 17-byte record asking for 2^32 requests is refused, not allocated.
+    try {
+        (void)frugal::bench::read_trace(write("h.lis", "1 4294967296 0 1\n"), "arc");
+        ADD_FAILURE() << "a run of 2^32 pages was accepted";
+    } catch (const frugal::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("asks for 4294967296 pages"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(frugal::bench::read_trace(write("i.lis", "18446744073709551615 2 0 1\n"), "arc"), frugal::runtime_error);
 }
 
 }  // namespace

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
+#include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,7 +21,6 @@
 
 #include "frugal_test_data.hpp"
 #include "replay.hpp"
-#include "frugal_test_temp.hpp"
 
 namespace {
 
@@ -101,6 +100,55 @@ TEST(Verify, TreeEdgeCases) {
     EXPECT_THROW((void)verify_tree(bad, std::span<const int>(std::vector<int>{1, 2, 3})), frugal::out_of_range);
 }
 
+TEST(Verify, ChainPathAndEmittedTokensStopAtTheFirstEos) {
+    constexpr int eos = 2;
+    draft_tree<int> chain;
+    for (int t : {4, eos, 6}) chain.push(std::int32_t(chain.size()) - 1, t);
+    // The model accepts "4 EOS 6" and would continue: everything after the EOS is dropped.
+    auto r = verify_chain<int>(chain.tokens, std::vector<int>{4, eos, 6, 7});
+    EXPECT_EQ(r.path, (std::vector<std::int32_t>{0, 1, 2}));
+    auto out = emitted_tokens(chain, r, eos);
+    EXPECT_EQ(out.tokens, (std::vector<int>{4, eos}));
+    EXPECT_TRUE(out.finished);
+    // EOS as the bonus token: emitted, and the request ends.
+    r = verify_chain<int>(chain.tokens, std::vector<int>{eos, 0, 0, 0});
+    out = emitted_tokens(chain, r, eos);
+    EXPECT_EQ(out.tokens, (std::vector<int>{eos}));
+    EXPECT_TRUE(out.finished);
+    // No EOS: the accepted tokens and the bonus.
+    r = verify_chain<int>(chain.tokens, std::vector<int>{4, 9, 0, 0});
+    out = emitted_tokens(chain, r, eos);
+    EXPECT_EQ(out.tokens, (std::vector<int>{4, 9}));
+    EXPECT_FALSE(out.finished);
+    // A tree: the accepted path "20 eos" ends the request before its bonus.
+    draft_tree<int> t;
+    t.push(-1, 10);
+    t.push(-1, 20);
+    t.push(1, eos);
+    t.push(2, 30);
+    r = verify_tree(t, std::span<const int>(std::vector<int>{20, 0, eos, 30, 40}));
+    out = emitted_tokens(t, r, eos);
+    EXPECT_EQ(out.tokens, (std::vector<int>{20, eos}));
+    EXPECT_TRUE(out.finished);
+    verify_result<int> wrong;
+    wrong.path = {7};
+    EXPECT_THROW((void)emitted_tokens(t, wrong, eos), frugal::out_of_range);
+}
+
+TEST(Verify, TreeProbabilitiesAndScore) {
+    draft_tree<int> t;
+    t.push(-1, 42, 0.9f);
+    t.push(0, 7, 0.5f);
+    t.push(-1, 13, 0.1f);
+    EXPECT_FLOAT_EQ(t.path_probabilities[1], 0.45f);
+    EXPECT_NEAR(t.score, 0.9 + 0.45 + 0.1, 1e-6);
+    EXPECT_THROW(t.push(0, 1, 1.5f), frugal::invalid_argument);
+    EXPECT_THROW(t.push(0, 1, std::nanf("")), frugal::invalid_argument);
+    t.clear();
+    EXPECT_EQ(t.score, 0.0);
+    EXPECT_TRUE(t.probabilities.empty());
+}
+
 // ---- drafter -------------------------------------------------------------------------------
 
 // Does `s` occur in `text`?
@@ -108,20 +156,58 @@ bool occurs(const std::vector<int>& text, const std::vector<int>& s) {
     return std::search(text.begin(), text.end(), s.begin(), s.end()) != text.end();
 }
 
+// A history holding `docs`, published.
+std::unique_ptr<live_history<int>> history_of(const std::vector<std::vector<int>>& docs) {
+    auto h = std::make_unique<live_history<int>>(1 << 16);
+    for (const auto& d : docs) h->add(d);
+    h->publish();
+    return h;
+}
+
 TEST(Drafter, ChainCopiesTheRepeatedContinuation) {
     drafter<int> d({.max_draft = 4});
     d.begin(std::vector<int>{1, 2, 3, 4, 5, 6, 7, 9, 1, 2, 3});
     EXPECT_EQ(d.context_match(), 3u);
-    EXPECT_EQ(v(d.chain()), (std::vector<int>{4, 5, 6, 7}));
+    EXPECT_EQ(v(d.chain().tokens), (std::vector<int>{4, 5, 6, 7}));
     d.accept(std::vector<int>{4, 5});
-    EXPECT_EQ(v(d.chain()), (std::vector<int>{6, 7, 9, 1}));
+    EXPECT_EQ(v(d.chain().tokens), (std::vector<int>{6, 7, 9, 1}));
+    EXPECT_EQ(v(d.output()), (std::vector<int>{4, 5}));
 }
 
 TEST(Drafter, ChainPrefersTheMostFrequentContinuation) {
     // "8" was followed by 1 twice and by 2 once; the chain takes 1.
     drafter<int> d({.max_draft = 1});
     d.begin(std::vector<int>{8, 1, 5, 8, 2, 6, 8, 1, 7, 8});
-    EXPECT_EQ(v(d.chain()), (std::vector<int>{1}));
+    EXPECT_EQ(v(d.chain().tokens), (std::vector<int>{1}));
+}
+
+TEST(Drafter, DeepChainFollowsALongUniqueCopy) {
+    // 300 distinct tokens, then the first 20 again: a unique copy that a model keeps
+    // copying. The chain follows it for all 64 tokens (each one lengthens the match, so the
+    // evidence grows instead of decaying), and a 100-deep tree holds the 100-token path.
+    std::vector<int> text(300);
+    for (int i = 0; i < 300; ++i) text[std::size_t(i)] = 1000 + i;
+    std::vector<int> prompt = text;
+    prompt.insert(prompt.end(), text.begin(), text.begin() + 20);
+    drafter<int> d({.max_draft = 64, .tree_depth = 100, .tree_budget = 100});
+    d.begin(prompt);
+    EXPECT_EQ(v(d.chain().tokens), std::vector<int>(text.begin() + 20, text.begin() + 84));
+    const auto& t = d.tree();
+    ASSERT_EQ(t.size(), 100u);
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        EXPECT_EQ(t.parents[i], std::int32_t(i) - 1);
+        EXPECT_EQ(t.tokens[i], text[20 + i]);
+    }
+    // Probabilities rise along the copy, and the score is the sum of the path probabilities.
+    double path = 1, score = 0;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        if (i > 0) {
+            EXPECT_GE(t.probabilities[i], t.probabilities[i - 1]);
+        }
+        path *= t.probabilities[i];
+        score += path;
+    }
+    EXPECT_NEAR(t.score, score, 1e-3 * score);
 }
 
 TEST(Drafter, NoMatchNoDraft) {
@@ -134,14 +220,11 @@ TEST(Drafter, NoMatchNoDraft) {
 }
 
 TEST(Drafter, HistoryDraftsWhatTheContextLacks) {
-    suffix_automaton<int> history;
-    history.append(std::vector<int>{40, 41, 42, 43, 44});
-    history.begin_document();
-    history.append(std::vector<int>{50, 51});
-    drafter<int> d({.max_draft = 3}, &history);
+    const auto history = history_of({{40, 41, 42, 43, 44}, {50, 51}});
+    drafter<int> d({.max_draft = 3, .history_escape = 1.0}, history.get());
     d.begin(std::vector<int>{1, 2, 40, 41});
     EXPECT_EQ(d.history_match(), 2u);
-    EXPECT_EQ(v(d.chain()), (std::vector<int>{42, 43, 44}));
+    EXPECT_EQ(v(d.chain().tokens), (std::vector<int>{42, 43, 44}));
     d.begin(std::vector<int>{7, 50, 51});
     EXPECT_TRUE(d.chain().empty());  // a continuation never crosses into another document
 }
@@ -149,17 +232,110 @@ TEST(Drafter, HistoryDraftsWhatTheContextLacks) {
 TEST(Drafter, BackoffDraftsWhereTheLongestMatchEnds) {
     // "1 2 3" ends a history document (nothing follows it); its back-off "2 3" was
     // followed by 4 in the other document.
-    suffix_automaton<int> history;
-    history.append(std::vector<int>{1, 2, 3});
-    history.begin_document();
-    history.append(std::vector<int>{2, 3, 4});
-    drafter<int> with({.max_draft = 1}, &history);
+    const auto history = history_of({{1, 2, 3}, {2, 3, 4}});
+    drafter<int> with({.max_draft = 1, .history_escape = 1.0}, history.get());
     with.begin(std::vector<int>{1, 2, 3});
     EXPECT_EQ(with.history_match(), 3u);
-    EXPECT_EQ(v(with.chain()), (std::vector<int>{4}));
-    drafter<int> without({.max_draft = 1, .backoff = false}, &history);
+    EXPECT_EQ(v(with.chain().tokens), (std::vector<int>{4}));
+    drafter<int> without({.max_draft = 1, .history_escape = 1.0, .backoff = false}, history.get());
     without.begin(std::vector<int>{1, 2, 3});
     EXPECT_TRUE(without.chain().empty());
+}
+
+TEST(Drafter, ResumesACopyAfterAnEdit) {
+    // The prompt holds a long passage; the output copies it, then an edit: one token
+    // replaced, or one inserted. Right after it no suffix of the output occurs before, but
+    // the tree holds both ways the copy can resume: past the replaced token, and at it.
+    std::vector<int> passage(40);
+    for (int i = 0; i < 40; ++i) passage[std::size_t(i)] = 100 + i;
+    drafter<int> d({.tree_depth = 5, .tree_budget = 20});
+    d.begin(passage);
+    d.accept(std::span<const int>(passage).first(12));  // copying: matched 12 tokens
+    d.accept(999);                                      // the edit
+    EXPECT_EQ(d.context_match(), 0u);
+    const auto& t = d.tree();
+    std::vector<std::vector<int>> paths(t.size());
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        if (t.parents[i] >= 0) paths[i] = paths[std::size_t(t.parents[i])];
+        paths[i].push_back(t.tokens[i]);
+    }
+    auto holds = [&](std::size_t from) {
+        return std::find(paths.begin(), paths.end(),
+                         std::vector<int>(passage.begin() + std::ptrdiff_t(from),
+                                          passage.begin() + std::ptrdiff_t(from + 5))) != paths.end();
+    };
+    EXPECT_TRUE(holds(13));  // substitution: the copy goes on after the replaced token
+    EXPECT_TRUE(holds(12));  // insertion: the copy goes on where it stopped
+    // Once the output follows one of them, the copy resumes with growing confidence.
+    d.accept(std::span<const int>(passage).subspan(13, 2));
+    EXPECT_EQ(v(d.chain().tokens).front(), passage[15]);
+    // Without a long copy before the divergence there is nothing to resume.
+    drafter<int> short_copy({.tree_depth = 5, .tree_budget = 20});
+    short_copy.begin(passage);
+    short_copy.accept(std::span<const int>(passage).first(3));
+    short_copy.accept(999);
+    EXPECT_TRUE(short_copy.tree().empty());
+}
+
+// The root distribution by brute force: the documented model over the context alone
+// (sources: the longest suffix that occurred before, and its back-off, the longest
+// shorter suffix with more occurrences), from the raw text.
+std::map<int, double> brute_root(const std::vector<int>& text, const drafter_config& c) {
+    const std::size_t n = text.size();
+    auto ends_of = [&](std::size_t len) {  // earlier end positions of the last `len` tokens
+        std::vector<std::size_t> ends;
+        for (std::size_t e = len - 1; e + 1 < n; ++e)
+            if (std::equal(text.end() - std::ptrdiff_t(len), text.end(), text.begin() + std::ptrdiff_t(e + 1 - len)))
+                ends.push_back(e);
+        return ends;
+    };
+    std::size_t match = 0;
+    while (match + 1 < n && !ends_of(match + 1).empty()) ++match;
+    std::vector<std::size_t> lengths;
+    if (match >= c.min_match) lengths.push_back(match);
+    if (c.backoff && match > 0) {
+        const std::size_t count = ends_of(match).size();
+        for (std::size_t k = match - 1; k >= 1; --k)
+            if (ends_of(k).size() > count) {
+                if (k >= c.min_match) lengths.push_back(k);
+                break;
+            }
+    }
+    std::map<int, double> p;
+    double mass = 1;
+    for (std::size_t len : lengths) {
+        if (mass < c.min_path_score || mass < 0.01) break;
+        std::map<int, double> next;
+        double total = 0;
+        for (std::size_t e : ends_of(len)) next[text[e + 1]] += 1, total += 1;
+        const double esc = c.context_escape / double(len);
+        for (const auto& [t, k] : next) p[t] += mass * k / (total + esc);
+        mass *= esc / (total + esc);
+    }
+    return p;
+}
+
+TEST(Drafter, RootProbabilitiesMatchTheModelByBruteForce) {
+    std::mt19937 rng(11);
+    for (int round = 0; round < 300; ++round) {
+        std::uniform_int_distribution<int> tok(0, 1 + round % 6);
+        std::vector<int> text(std::size_t(2 + rng() % 60));
+        for (auto& t : text) t = tok(rng);
+        const drafter_config c{.tree_depth = 1, .tree_budget = 1000, .context_escape = 0.5 + round % 3,
+                               .min_path_score = 0.0, .backoff = round % 2 == 0};
+        drafter<int> d(c);
+        d.begin(text);
+        const auto& t = d.tree();
+        const auto want = brute_root(text, c);
+        ASSERT_EQ(t.size(), want.size()) << "round " << round;
+        double sum = 0;
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            ASSERT_TRUE(want.contains(t.tokens[i])) << "round " << round;
+            EXPECT_NEAR(t.probabilities[i], want.at(t.tokens[i]), 1e-5) << "round " << round;
+            sum += t.probabilities[i];
+        }
+        EXPECT_LE(sum, 1.0 + 1e-6);
+    }
 }
 
 TEST(Drafter, TreeIsValidAndEveryPathOccurred) {
@@ -168,19 +344,24 @@ TEST(Drafter, TreeIsValidAndEveryPathOccurred) {
     std::vector<int> hist_text, ctx;
     for (int i = 0; i < 300; ++i) hist_text.push_back(tok(rng));
     for (int i = 0; i < 200; ++i) ctx.push_back(tok(rng));
-    suffix_automaton<int> history;
-    history.append(std::span<const int>(hist_text));
-    drafter<int> d({.max_draft = 5, .tree_budget = 24}, &history);
+    const auto history = history_of({hist_text});
+    drafter<int> d({.max_draft = 5, .tree_depth = 5, .tree_budget = 24}, history.get());
     d.begin(std::span<const int>(ctx).first(100));
     for (std::size_t step = 100; step < 200; ++step) {
         const auto& t = d.tree();
         ASSERT_LE(t.size(), 24u);
         std::vector<std::vector<int>> path(t.size());
+        std::vector<double> child_sum(t.size() + 1, 0.0);  // [0]: the root's children
         for (std::size_t i = 0; i < t.size(); ++i) {
             ASSERT_LT(t.parents[i], std::int32_t(i));
             if (t.parents[i] >= 0) path[i] = path[std::size_t(t.parents[i])];
             path[i].push_back(t.tokens[i]);
             ASSERT_LE(path[i].size(), 5u);
+            child_sum[std::size_t(t.parents[i] + 1)] += t.probabilities[i];
+            // Best first: path probabilities never increase.
+            if (i > 0) {
+                EXPECT_LE(t.path_probabilities[i], t.path_probabilities[i - 1] * (1 + 1e-6));
+            }
             // Siblings are distinct tokens.
             for (std::size_t j = 0; j < i; ++j)
                 EXPECT_FALSE(t.parents[j] == t.parents[i] && t.tokens[j] == t.tokens[i]);
@@ -190,8 +371,9 @@ TEST(Drafter, TreeIsValidAndEveryPathOccurred) {
             const std::vector<int> seen(ctx.begin(), ctx.begin() + std::ptrdiff_t(step));
             EXPECT_TRUE(occurs(seen, s) || occurs(hist_text, s)) << "node " << i << " at step " << step;
         }
+        for (double sum : child_sum) EXPECT_LE(sum, 1.0 + 1e-6);  // a node's children: at most 1
         // The chain is the tree's first (most probable) path prefix.
-        const auto chain = v(d.chain());
+        const auto chain = v(d.chain().tokens);
         if (!chain.empty()) {
             EXPECT_EQ(chain.front(), t.tokens.front());
         }
@@ -199,18 +381,60 @@ TEST(Drafter, TreeIsValidAndEveryPathOccurred) {
     }
 }
 
+TEST(Drafter, MovedDraftersKeepDrafting) {
+    // One drafter per request in a vector that reallocates: each keeps its context.
+    const auto history = history_of({{5, 6, 7, 8}});
+    std::vector<drafter<int>> requests;
+    for (int r = 0; r < 20; ++r) {
+        requests.emplace_back(drafter_config{.max_draft = 2, .history_escape = 1.0}, history.get());
+        requests.back().begin(std::vector<int>{r + 100, r + 200, 9, r + 100});
+    }
+    drafter<int> moved = std::move(requests[3]);
+    requests[3] = std::move(requests[4]);
+    EXPECT_EQ(v(moved.chain().tokens), (std::vector<int>{203, 9}));
+    EXPECT_EQ(v(requests[3].chain().tokens), (std::vector<int>{204, 9}));
+    moved.accept(std::vector<int>{203, 5});
+    EXPECT_EQ(v(moved.chain().tokens), (std::vector<int>{6, 7}));  // from the history
+}
+
 TEST(Drafter, BadInput) {
     EXPECT_THROW(drafter<int>({.max_draft = 0}), frugal::invalid_argument);
+    EXPECT_THROW(drafter<int>({.tree_depth = 0}), frugal::invalid_argument);
     EXPECT_THROW(drafter<int>({.tree_budget = 0}), frugal::invalid_argument);
     EXPECT_THROW(drafter<int>({.min_match = 0}), frugal::invalid_argument);
-    EXPECT_THROW(drafter<int>({.escape = -1}), frugal::invalid_argument);
+    EXPECT_THROW(drafter<int>({.context_escape = -1}), frugal::invalid_argument);
     EXPECT_THROW(drafter<int>({.min_path_score = 1.0}), frugal::invalid_argument);
+    EXPECT_THROW(drafter<int>({.min_path_score = std::nan("")}), frugal::invalid_argument);
+    // Issue 23, item 9: an infinite escape would make every score NaN.
+    for (double bad : {std::numeric_limits<double>::infinity(), std::nan(""), 0.0}) {
+        try {
+            drafter<int> d({.context_escape = bad});
+            ADD_FAILURE() << "no error for context_escape = " << bad;
+        } catch (const frugal::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("context_escape"), std::string::npos) << e.what();
+        }
+        EXPECT_THROW(drafter<int>({.history_escape = bad}), frugal::invalid_argument);
+    }
     drafter<int> d({.vocab_size = 100});
     EXPECT_THROW(d.accept(-3), frugal::out_of_range);
     EXPECT_THROW(d.accept(100), frugal::out_of_range);
     EXPECT_NO_THROW(d.accept(99));
     drafter<std::uint16_t> u({.vocab_size = 10});
     EXPECT_THROW(u.accept(std::uint16_t{10}), frugal::out_of_range);
+    // Issue 23, item 10: an 8-bit token is printed as a number, not as a raw character.
+    drafter<std::int8_t> small({.vocab_size = 10});
+    try {
+        small.accept(std::int8_t{65});
+        ADD_FAILURE() << "no error for token 65";
+    } catch (const frugal::out_of_range& e) {
+        EXPECT_NE(std::string(e.what()).find("token 65 outside"), std::string::npos) << e.what();
+    }
+    try {
+        small.accept(std::int8_t{-7});
+        ADD_FAILURE() << "no error for token -7";
+    } catch (const frugal::out_of_range& e) {
+        EXPECT_NE(std::string(e.what()).find("negative token -7"), std::string::npos) << e.what();
+    }
 }
 
 // ---- the offline simulator on the shared data ------------------------------------------
@@ -337,14 +561,14 @@ TEST(Calibration, DrafterTreeMergesTheCalibratedTree) {
     calibrated_source<int> cal(sentence, preds, 3, {.max_depth = 2, .max_nodes = 32, .min_prob = 0.15f});
     std::vector<int> context = sentence;
     context.insert(context.end(), {dot, clinton});
-    drafter<int> d({.max_draft = 3, .tree_budget = 12});
+    drafter<int> d({.max_draft = 3, .tree_depth = 3, .tree_budget = 12});
     d.begin(context);
     EXPECT_EQ(d.tree().tokens, (std::vector<int>{s_, security, detail}));
     const auto& merged = d.tree(cal.tree(clinton));
     EXPECT_EQ(merged.tokens, (std::vector<int>{arrived, at, in, has, arrived, been, s_, security, detail}));
     EXPECT_EQ(merged.parents, (std::vector<std::int32_t>{-1, 0, 0, -1, 3, 3, -1, 6, 7}));
     // A budget smaller than the calibrated tree keeps its first nodes (parents first).
-    drafter<int> small({.max_draft = 3, .tree_budget = 5});
+    drafter<int> small({.max_draft = 3, .tree_depth = 3, .tree_budget = 5});
     small.begin(context);
     const auto& cut = small.tree(cal.tree(clinton));
     EXPECT_EQ(cut.tokens, (std::vector<int>{arrived, at, in, has, arrived}));
@@ -373,127 +597,5 @@ TEST(Calibration, BadInput) {
 }
 }  // namespace calibration_cases
 
-// ---- history persistence -------------------------------------------------------------------
-
-namespace history_cases {
-using frugal::draft::history_store;
-
-std::vector<std::vector<int>> random_docs(std::uint32_t seed, std::size_t n) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> tok(0, 3), len(1, 30);
-    std::vector<std::vector<int>> docs(n);
-    for (auto& d : docs) {
-        const int l = len(rng);
-        for (int i = 0; i < l; ++i) d.push_back(tok(rng));
-    }
-    return docs;
-}
-
-// Occurrences of `p` inside the documents (never across them), by brute force.
-std::size_t count_in(const std::vector<std::vector<int>>& docs, const std::vector<int>& p) {
-    std::size_t n = 0;
-    for (const auto& d : docs)
-        for (std::size_t i = 0; i + p.size() <= d.size(); ++i)
-            n += std::equal(p.begin(), p.end(), d.begin() + std::ptrdiff_t(i));
-    return n;
-}
-
-void expect_holds(const history_store<int>& h, const std::vector<std::vector<int>>& docs) {
-    std::size_t total = 0;
-    for (const auto& d : docs) total += d.size();
-    ASSERT_EQ(h.size(), total);
-    ASSERT_EQ(h.documents(), docs.size());
-    const std::vector<std::vector<int>> patterns{{0}, {1, 2}, {3, 3}, {0, 1, 2}, {2, 2, 2, 2}, {1, 0, 3, 1}};
-    for (const auto& p : patterns) {
-        const auto s = h.automaton().find(p);
-        EXPECT_EQ(s == frugal::draft::no_state ? 0u : h.automaton().count(s), count_in(docs, p));
-    }
-}
-
-std::filesystem::path temp_file(const char* name) {
-    return frugal::testing::temp_path_for_test(std::string("frugal_draft_") + name);
-}
-
-TEST(History, SaveLoadRoundTrip) {
-    const auto docs = random_docs(3, 12);
-    history_store<int> h(10000);
-    for (const auto& d : docs) h.add(d);
-    expect_holds(h, docs);
-    const auto file = temp_file("roundtrip");
-    h.save(file);
-    const auto back = history_store<int>::load(file);
-    EXPECT_EQ(back.max_tokens(), 10000u);
-    expect_holds(back, docs);
-    history_store<int> empty(5);
-    empty.save(file);
-    EXPECT_EQ(history_store<int>::load(file).size(), 0u);
-    std::filesystem::remove(file);
-}
-
-TEST(History, EvictsOldestDocumentsFirst) {
-    const auto docs = random_docs(4, 40);
-    history_store<int> h(100);
-    std::vector<std::vector<int>> kept;
-    for (const auto& d : docs) {
-        h.add(d);
-        // The rule: when over the bound, drop the oldest until the rest fill <= 3/4 of it.
-        std::size_t total = d.size();
-        for (const auto& k : kept) total += k.size();
-        if (total > 100) {
-            std::size_t old = total - d.size();
-            const std::size_t keep_at_most = std::min<std::size_t>(100 - d.size(), 75);
-            while (old > keep_at_most) {
-                old -= kept.front().size();
-                kept.erase(kept.begin());
-            }
-        }
-        kept.push_back(d);
-        ASSERT_LE(h.size(), 100u);
-        expect_holds(h, kept);
-    }
-    std::vector<int> huge(250);
-    for (std::size_t i = 0; i < huge.size(); ++i) huge[i] = int(i % 7);
-    h.add(huge);
-    expect_holds(h, {std::vector<int>(huge.end() - 100, huge.end())});
-    EXPECT_THROW(history_store<int>(0), frugal::invalid_argument);
-}
-
-TEST(History, TruncatedOrCorruptFilesFailClearly) {
-    history_store<int> h(1000);
-    for (const auto& d : random_docs(5, 6)) h.add(d);
-    const auto file = temp_file("corrupt");
-    h.save(file);
-    std::ifstream in(file, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    in.close();
-    auto write = [&](const std::string& b) { std::ofstream(file, std::ios::binary | std::ios::trunc) << b; };
-    auto expect_error = [&](const char* needle) {
-        try {
-            (void)history_store<int>::load(file);
-            ADD_FAILURE() << "no error for " << needle;
-        } catch (const frugal::runtime_error& e) {
-            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-        }
-    };
-    for (std::size_t cut : {std::size_t{0}, std::size_t{5}, std::size_t{20}, std::size_t{50}, bytes.size() - 1}) {
-        write(bytes.substr(0, cut));
-        expect_error("truncated");
-    }
-    for (std::size_t at : {std::size_t{60}, bytes.size() / 2, bytes.size() - 12}) {  // a flipped token byte
-        std::string b = bytes;
-        b[at] = char(b[at] ^ 0x5a);
-        write(b);
-        expect_error("corrupt");
-    }
-    std::string b = bytes;
-    b[0] = 'X';
-    write(b);
-    expect_error("bad magic");
-    write(bytes);
-    EXPECT_THROW((void)history_store<std::int64_t>::load(file), frugal::runtime_error);  // another token type
-    std::filesystem::remove(file);
-    EXPECT_THROW((void)history_store<int>::load(file), frugal::runtime_error);  // missing
-}
-}  // namespace history_cases
 
 }  // namespace

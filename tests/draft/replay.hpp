@@ -84,39 +84,41 @@ struct replay_stats {
     }
 };
 
+/// Verifies one step's draft against a record whose first `pos` response tokens are
+/// accepted: the model's greedy prediction after a node at depth d is response[pos + d]
+/// (past the end, EOS: -1 here, which no draft token equals). Adds the step to `s` and
+/// returns how many tokens it emits (the accepted path plus the bonus token).
+inline std::size_t replay_step(const token_record& r, std::size_t pos, const frugal::draft::draft_tree<std::int32_t>& tree,
+                               replay_stats& s) {
+    std::vector<std::int32_t> predictions(tree.size() + 1, -1);
+    std::vector<std::size_t> depth(tree.size(), 0);
+    const std::size_t remaining = r.response.size() - pos;
+    predictions[0] = r.response[pos];
+    for (std::size_t i = 0; i < tree.size(); ++i) {
+        depth[i] = tree.parents[i] < 0 ? 1 : depth[std::size_t(tree.parents[i])] + 1;
+        if (depth[i] < remaining) predictions[i + 1] = r.response[pos + depth[i]];
+    }
+    const auto v = frugal::draft::verify_tree(tree, std::span<const std::int32_t>(predictions));
+    ++s.steps;
+    s.drafted += tree.size();
+    s.accepted += v.accepted;
+    return std::min(v.accepted + 1, remaining);
+}
+
 /// Replays one record. `begin(prompt)` and `accept(tokens)` feed the drafter; `draft()`
 /// returns the step's draft as a draft_tree (a chain is a path) and is timed.
 template <class Begin, class Draft, class Accept>
 replay_stats replay_record(const token_record& r, Begin&& begin, Draft&& draft, Accept&& accept) {
     using clock = std::chrono::steady_clock;
-    auto us = [](clock::time_point a, clock::time_point b) {
-        return std::chrono::duration<double, std::micro>(b - a).count();
-    };
     replay_stats s;
     s.records = 1;
     s.tokens = r.response.size();
     begin(std::span<const std::int32_t>(r.prompt));
-    std::vector<std::int32_t> predictions;
-    std::vector<std::size_t> depth;
     for (std::size_t pos = 0; pos < r.response.size();) {
         const auto t0 = clock::now();
         const frugal::draft::draft_tree<std::int32_t>& tree = draft();
-        s.draft_us.push_back(us(t0, clock::now()));
-        // The model's greedy prediction after a node at depth d is response[pos + d]; past
-        // the end it is EOS (-1 here), which no draft token equals.
-        depth.assign(tree.size(), 0);
-        predictions.assign(tree.size() + 1, -1);
-        const std::size_t remaining = r.response.size() - pos;
-        predictions[0] = r.response[pos];
-        for (std::size_t i = 0; i < tree.size(); ++i) {
-            depth[i] = tree.parents[i] < 0 ? 1 : depth[std::size_t(tree.parents[i])] + 1;
-            if (depth[i] < remaining) predictions[i + 1] = r.response[pos + depth[i]];
-        }
-        const auto v = frugal::draft::verify_tree(tree, std::span<const std::int32_t>(predictions));
-        const std::size_t emitted = std::min(v.accepted + 1, remaining);
-        ++s.steps;
-        s.drafted += tree.size();
-        s.accepted += v.accepted;
+        s.draft_us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        const std::size_t emitted = replay_step(r, pos, tree, s);
         accept(std::span<const std::int32_t>(r.response).subspan(pos, emitted));
         pos += emitted;
     }

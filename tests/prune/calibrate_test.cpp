@@ -1,61 +1,20 @@
-// Trajectory files (round trip, ragged and corrupt input), replaying trajectories under a
-// policy on hand-built pools, and threshold calibration on held-back queries.
+// Replaying trajectories under a policy on hand-built pools, and threshold calibration on
+// held-back queries.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include <frugal/prune/calibrate.hpp>
 #include <frugal/sim/synthetic_trajectories.hpp>
 #include <frugal/prune/trajectory.hpp>
 
+#include "make_query.hpp"
+
 namespace {
 
-frugal::prune::score_trajectory make_query(std::vector<std::vector<float>> rows) {
-    frugal::prune::score_trajectory q(rows.size(), rows.front().size());
-    for (std::size_t c = 0; c < rows.size(); ++c)
-        for (std::size_t l = 0; l < rows[c].size(); ++l) q.at(c, l) = rows[c][l];
-    return q;
-}
-
-TEST(Trajectories, RoundTripThroughTheTextFormat) {
-    frugal::prune::trajectory_set set;
-    set.layers = 3;
-    set.queries.push_back(make_query({{0.1f, 0.2f, 0.3f}, {1e-7f, 0.333333343f, 0.999f}}));
-    set.queries.push_back(make_query({{-2.5f, 3.25f, 0.0f}}));
-    std::stringstream io;
-    frugal::prune::write_trajectories(io, set, "unit test");
-    const auto back = frugal::prune::read_trajectories(io);
-    ASSERT_EQ(back.layers, 3u);
-    ASSERT_EQ(back.queries.size(), 2u);
-    for (std::size_t q = 0; q < 2; ++q) {
-        ASSERT_EQ(back.queries[q].candidates(), set.queries[q].candidates());
-        for (std::size_t c = 0; c < set.queries[q].candidates(); ++c)
-            for (std::size_t l = 0; l < 3; ++l) EXPECT_EQ(back.queries[q].at(c, l), set.queries[q].at(c, l));
-    }
-}
-
-TEST(Trajectories, RejectsRaggedAndCorruptFiles) {
-    const auto bad = [](const std::string& text) {
-        std::istringstream in(text);
-        EXPECT_THROW((void)frugal::prune::read_trajectories(in), frugal::runtime_error) << text;
-    };
-    bad("");
-    bad("layers 2\nquery 1\n0.1 0.2\n");                                        // no header
-    bad("frugal-trajectories 1\nlayers 0\n");                                    // zero layers
-    bad("frugal-trajectories 1\nlayers 2\n");                                    // no query
-    bad("frugal-trajectories 1\nlayers 2\nquery 2\n0.1 0.2\n0.3\n");            // ragged: short row
-    bad("frugal-trajectories 1\nlayers 2\nquery 1\n0.1 0.2 0.3\n");             // ragged: long row
-    bad("frugal-trajectories 1\nlayers 2\nquery 2\n0.1 0.2\n");                 // missing row
-    bad("frugal-trajectories 1\nlayers 2\nquery 1\n0.1 nan\n");                 // non-finite
-    bad("frugal-trajectories 1\nlayers 2\nquery 1\n0.1 abc\n");                 // unparsable
-    bad("frugal-trajectories 1\nlayers 2\nquery 1 extra\n0.1 0.2\n");           // bad query line
-    std::istringstream ok("# comment\n\nfrugal-trajectories 1\nlayers 2\nquery 1\n0.1 0.2\n");
-    EXPECT_EQ(frugal::prune::read_trajectories(ok).queries.size(), 1u);
-    EXPECT_THROW((void)frugal::prune::load_trajectories("/nonexistent/frugal/file.txt"), frugal::runtime_error);
-}
+using frugal::testing::make_query;
 
 TEST(EvaluatePruning, HandBuiltPoolsGiveHandComputedFigures) {
     // 4 candidates x 3 layers, K = 2. After layer 1 two clear winners and two clear losers:

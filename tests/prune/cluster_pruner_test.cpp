@@ -3,10 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <limits>
-#include <new>
 #include <random>
 #include <vector>
 
@@ -14,26 +11,7 @@
 #include <frugal/prune/progressive_selection.hpp>
 #include <frugal/sim/margin_pruner.hpp>
 
-// Counts allocations while `counting` is set (the steady-state test below).
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<std::size_t> allocations{0};
-}  // namespace
-// GCC sees free() inside operator delete once it is inlined and calls it a new/free mismatch.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-void* operator new(std::size_t size) {
-    if (counting) ++allocations;
-    if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-    throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "counting_new.hpp"
 
 namespace {
 
@@ -271,14 +249,13 @@ TEST(ClusterPruner, SteadyStateDecisionsAllocateNothing) {
     std::vector<route> routes(100);
     (void)pruner.decide(pools[0], 10, routes);  // warm-up at the largest size
     std::size_t triggered = 0;
-    allocations = 0;
-    counting = true;
+    frugal::testing::allocations().start();
     for (const auto& pool : pools) {
         const auto step = pruner.decide(pool, 10, std::span<route>(routes.data(), pool.size()));
         triggered += step.triggered ? 1 : 0;
     }
-    counting = false;
-    EXPECT_EQ(allocations.load(), 0u);
+    frugal::testing::allocations().stop();
+    EXPECT_EQ(frugal::testing::allocations().count.load(), 0u);
     EXPECT_EQ(triggered, pools.size());  // every decision clustered (the path that matters)
 }
 

@@ -1,7 +1,10 @@
 // Tests of the RAG workflow graph, the wavefront scheduler in simulation mode, and the
 // retrieval module (one translation unit to keep CI compile time low).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -9,12 +12,17 @@
 #include <gtest/gtest.h>
 
 #include "minimal_backend.hpp"
+#include "rag_oracle.hpp"
 #if FRUGAL_TEST_RAG_EIGEN
 #include "frugal/backend/eigen/eigen_backend.hpp"
+#include "frugal/backend/eigen/similarity_scan.hpp"
 #endif
 
+#include "frugal/core/thread_pool.hpp"
 #include "frugal/rag/cluster_order.hpp"
+#include "frugal/rag/ivf_retriever.hpp"
 #include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/retrieve/similarity_index.hpp"
 #include "frugal/rag/tiered_ivf.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/sim/rag_simulation.hpp"
@@ -38,21 +46,49 @@ std::string error_of(F&& f) {
 
 // Concepts: the simulation types model them, other types do not.
 static_assert(frugal::rag::rag_generator<frugal::sim::simulated_generator>);
+static_assert(frugal::rag::rag_previewing_generator<frugal::sim::simulated_generator>);
 static_assert(!frugal::rag::rag_generator<frugal::sim::simulated_retriever>);
 static_assert(frugal::rag::rag_retriever<frugal::sim::simulated_retriever>);
 static_assert(!frugal::rag::rag_retriever<frugal::sim::simulated_generator>);
 static_assert(frugal::rag::rag_ordered_retriever<frugal::sim::simulated_retriever>);
 
-// A retriever that names neither its queries nor its results' clusters: the scheduler hashes
-// the query itself and searches in probe order.
+// A retriever that does not name its results' clusters: the scheduler searches in probe order.
 struct unordered_retriever {
     frugal::sim::simulated_retriever inner;
+    std::uint64_t query_of(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const {
+        return inner.query_of(s, n);
+    }
     std::vector<std::size_t> probe(std::uint64_t q) const { return inner.probe(q); }
     double cluster_time(std::size_t c) const { return inner.cluster_time(c); }
-    double search(std::span<const frugal::rag::retrieval_slot> batch) { return inner.search(batch); }
+    double search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>> batch) { return inner.search(batch); }
 };
 static_assert(frugal::rag::rag_retriever<unordered_retriever>);
 static_assert(!frugal::rag::rag_ordered_retriever<unordered_retriever>);
+// One that cannot name its queries is no retriever: the library has no rule to invent them.
+struct queryless_retriever {
+    std::vector<std::size_t> probe(std::uint64_t) const { return {}; }
+    double cluster_time(std::size_t) const { return 0.0; }
+    double search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>>) { return 0.0; }
+};
+static_assert(!frugal::rag::rag_retriever<queryless_retriever>);
+// A generator that cannot commit or discard its generations is no generator.
+struct uncommitted_generator {
+    double step(std::span<const frugal::rag::generation_slot>) { return 1.0; }
+    double step_time(std::size_t, std::size_t) const { return 1.0; }
+    std::size_t length(const frugal::rag::rag_state&, const frugal::rag::rag_node&) const { return 1; }
+};
+static_assert(!frugal::rag::rag_generator<uncommitted_generator>);
+// A generator that cannot preview its partial output: no speculative retrieval.
+struct no_preview_generator {
+    frugal::sim::simulated_generator inner;
+    double step(std::span<const frugal::rag::generation_slot> b) { return inner.step(b); }
+    double step_time(std::size_t b, std::size_t c) const { return inner.step_time(b, c); }
+    std::size_t length(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const { return inner.length(s, n); }
+    void commit(frugal::rag::rag_state& s, const frugal::rag::rag_node& n) { inner.commit(s, n); }
+    void discard(std::size_t request) { inner.discard(request); }
+};
+static_assert(frugal::rag::rag_generator<no_preview_generator>);
+static_assert(!frugal::rag::rag_previewing_generator<no_preview_generator>);
 static_assert(frugal::retrieve::ivf_index<frugal::retrieve::ivf_flat>);
 static_assert(!frugal::retrieve::ivf_index<frugal::sim::simulated_retriever>);
 
@@ -128,38 +164,7 @@ TEST(RagGraph, ConditionalEdgeMustChooseADeclaredTarget) {
     EXPECT_NE(error_of([&] { (void)g.next(0, s); }).find("not among its declared targets"), std::string::npos);
 }
 
-// An independent oracle: one request walked through its graph alone, node by node, with
-// whole-stage generation and a full search over the probe list.
-frugal::rag::rag_state walk_alone(const frugal::rag::rag_graph& g, frugal::rag::rag_state s, std::size_t request, std::size_t doc_tokens,
-                             const frugal::sim::simulated_retriever::config& rc = {}) {
-    frugal::sim::simulated_generator gen;
-    frugal::sim::simulated_retriever ret(rc);
-    s.request = request;
-    frugal::rag::rag_node_id at = rag_start;
-    while (true) {
-        at = g.next(at, s);
-        if (at == rag_end) return s;
-        const frugal::rag::rag_node& n = g.node(at);
-        if (n.kind == frugal::rag::rag_node_kind::user) {
-            n.action(s);
-        } else if (n.kind == frugal::rag::rag_node_kind::generation) {
-            const std::size_t len = gen.length(s, n);
-            std::vector<std::uint64_t> docs = s.retrieved.empty() ? std::vector<std::uint64_t>{} : s.retrieved.back();
-            for (std::size_t step = 0; step < len; ++step) {
-                frugal::rag::generation_slot slot{request, step, n.prompt_tokens + doc_tokens * docs.size() + step, docs, &s.text};
-                (void)gen.step(std::span<const frugal::rag::generation_slot>(&slot, 1));
-            }
-        } else {
-            const std::uint64_t q = ret.query_of(s);
-            frugal::retrieve::top_k best(n.top_k);
-            const auto probe = ret.probe(q);
-            frugal::rag::retrieval_slot slot{request, q, probe, &best};
-            (void)ret.search(std::span<const frugal::rag::retrieval_slot>(&slot, 1));
-            s.retrieved.push_back(best.ids());
-        }
-        ++s.visits[at];
-    }
-}
+using frugal::rag::testing::walk_alone;
 
 TEST(RagSchedule, ConditionalRoutingRunsOneRoundPerSubquestion) {
     const auto g = frugal::rag::multistep_workflow(2);
@@ -211,7 +216,8 @@ TEST(RagSchedule, EveryPolicyMatchesTheOneRequestOracle) {
         for (std::size_t i = 0; i < reqs.size(); ++i) {
             const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128);
             const auto& got = run.requests[i].state;
-            EXPECT_EQ(got.text, expect.text) << "request " << i;
+            EXPECT_NE(expect.get("text"), 0) << "request " << i;  // the generator wrote its output
+            EXPECT_EQ(got.values, expect.values) << "request " << i;
             EXPECT_EQ(got.retrieved, expect.retrieved) << "request " << i;
             EXPECT_EQ(got.visits, expect.visits) << "request " << i;
             EXPECT_GE(run.requests[i].finish, run.requests[i].arrival);
@@ -234,7 +240,7 @@ TEST(RagSchedule, SimulationIsDeterministic) {
     ASSERT_EQ(a.requests.size(), b.requests.size());
     for (std::size_t i = 0; i < a.requests.size(); ++i) {
         EXPECT_EQ(a.requests[i].finish, b.requests[i].finish);
-        EXPECT_EQ(a.requests[i].state.text, b.requests[i].state.text);
+        EXPECT_EQ(a.requests[i].state.values, b.requests[i].state.values);
     }
     EXPECT_EQ(a.gpu_batches, b.gpu_batches);
     EXPECT_EQ(a.speculations, b.speculations);
@@ -254,9 +260,55 @@ TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
     EXPECT_GT(spec.rollbacks, 0u);  // some partial top-k differ from the final one...
     EXPECT_LT(spec.rollbacks, spec.speculations);  // ...and some are confirmed
     for (std::size_t i = 0; i < reqs.size(); ++i) {
-        EXPECT_EQ(spec.requests[i].state.text, plain.requests[i].state.text) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.values, plain.requests[i].state.values) << "request " << i;
         EXPECT_EQ(spec.requests[i].state.retrieved, plain.requests[i].state.retrieved) << "request " << i;
     }
+}
+
+// The engine-facing contract (rag_oracle.hpp's contract_generator): every generation ends in
+// one commit or, speculative only, one discard. The retriever sees the request's question in
+// every query it names.
+struct question_checking_retriever {
+    frugal::sim::simulated_retriever inner;
+    std::size_t queries = 0;
+    std::uint64_t query_of(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const {
+        EXPECT_EQ(s.input, "question " + std::to_string(s.request));
+        return inner.query_of(s, n);
+    }
+    std::vector<std::size_t> probe(std::uint64_t q) const { return inner.probe(q); }
+    double cluster_time(std::size_t c) const { return inner.cluster_time(c); }
+    double search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>> batch) {
+        queries += batch.size();
+        return inner.search(batch);
+    }
+    std::size_t list_of(std::uint64_t id) const { return inner.list_of(id); }
+};
+
+TEST(RagSchedule, GeneratorSeesEveryGenerationEndInCommitOrDiscard) {
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
+    auto reqs = mixed_requests(one, hyde, multi, 4.0, 60);
+    for (std::size_t i = 0; i < reqs.size(); ++i) reqs[i].state.input = "question " + std::to_string(i);
+    frugal::rag::testing::contract_generator gen;
+    question_checking_retriever ret;
+    const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront});
+    EXPECT_EQ(gen.breaches(), std::vector<std::string>{});
+    std::size_t generations = 0;
+    for (const auto& r : run.requests) {
+        for (const auto& [node, visits] : r.state.visits)
+            if (reqs[r.state.request].graph->node(node).kind == frugal::rag::rag_node_kind::generation) generations += visits;
+        EXPECT_EQ(r.state.input, reqs[r.state.request].state.input);
+    }
+    EXPECT_EQ(gen.commits(), generations);
+    EXPECT_LE(gen.discards(), run.rollbacks);  // a speculation rolled back before its first step is not the generator's
+    EXPECT_GT(gen.discards(), 0u);
+    EXPECT_GT(ret.queries, 0u);
+    // Speculative retrieval needs a generator that previews its partial output: asking for it
+    // without one is an error, not a silent no-op.
+    no_preview_generator plain;
+    const std::string msg = error_of([&] {
+        (void)frugal::rag::schedule_rag(reqs, plain, ret, {.speculate_retrieval = true});
+    });
+    EXPECT_NE(msg.find("speculate_retrieval needs a generator with preview(state, node)"), std::string::npos) << msg;
 }
 
 // Requests whose successive queries share a topic, and whose query from a half-done
@@ -287,8 +339,8 @@ TEST(RagSchedule, SimilarityAwareOrderFindsTheTopKSoonerWithTheSameResults) {
     for (std::size_t i = 0; i < reqs.size(); ++i) {
         const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, similar_queries());
         EXPECT_EQ(ordered.requests[i].state.retrieved, expect.retrieved) << "request " << i;
-        EXPECT_EQ(ordered.requests[i].state.text, expect.text) << "request " << i;
-        EXPECT_EQ(plain.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(ordered.requests[i].state.values, expect.values) << "request " << i;
+        EXPECT_EQ(plain.requests[i].state.values, expect.values) << "request " << i;
         EXPECT_EQ(fallback.requests[i].state.retrieved, walk_alone(*reqs[i].graph, reqs[i].state, i, 128).retrieved);
     }
 }
@@ -311,10 +363,86 @@ TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
     for (std::size_t i = 0; i < reqs.size(); ++i) {
         const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, similar_queries());
         EXPECT_EQ(spec.requests[i].state.retrieved, expect.retrieved) << "request " << i;
-        EXPECT_EQ(spec.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(spec.requests[i].state.values, expect.values) << "request " << i;
         EXPECT_EQ(spec.requests[i].state.visits, expect.visits) << "request " << i;
-        EXPECT_EQ(plain.requests[i].state.text, expect.text) << "request " << i;
+        EXPECT_EQ(plain.requests[i].state.values, expect.values) << "request " << i;
     }
+}
+
+TEST(RagSchedule, GenerationsEndingAtAnEndOfSequenceMatchTheOracle) {
+    // Generations that may stop after any step (p = 0.15, drawn from their text, so a
+    // speculation over other documents may stop elsewhere): every policy still gives each
+    // request the state it reaches alone, and the stops really shorten generations.
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
+    const auto reqs = mixed_requests(one, hyde, multi, 6.0, 50);
+    const frugal::sim::simulated_generator::config stops{.stop_probability = 0.15};
+    frugal::sim::simulated_generator full;
+    frugal::sim::simulated_retriever ret0;
+    const auto unstopped = frugal::rag::schedule_rag(reqs, full, ret0);
+    for (auto policy : {frugal::rag::rag_policy::sequential, frugal::rag::rag_policy::wavefront}) {
+        frugal::rag::testing::contract_generator gen(stops);
+        frugal::sim::simulated_retriever ret;
+        const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = policy});
+        EXPECT_EQ(gen.breaches(), std::vector<std::string>{});
+        EXPECT_LT(run.gpu_busy, unstopped.gpu_busy);
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+            const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128, {}, stops);
+            EXPECT_EQ(run.requests[i].state.values, expect.values) << "request " << i;
+            EXPECT_EQ(run.requests[i].state.retrieved, expect.retrieved) << "request " << i;
+        }
+    }
+}
+
+TEST(RagScheduler, RequestsSubmittedAsTheyArriveRunAsIfKnownUpFront) {
+    // The same stream served twice: all at once through schedule_rag, and through a
+    // rag_scheduler that is handed each request just before its arrival, runs in 50 ms
+    // slices and hands back finished requests along the way.
+    const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
+    const auto reqs = mixed_requests(one, hyde, multi, 10.0, 80);
+    frugal::sim::simulated_generator gen;
+    frugal::sim::simulated_retriever ret;
+    const auto offline = frugal::rag::schedule_rag(reqs, gen, ret);
+
+    frugal::sim::simulated_generator gen2;
+    frugal::sim::simulated_retriever ret2;
+    frugal::rag::rag_scheduler sched(gen2, ret2);
+    std::vector<frugal::rag::rag_outcome> online(reqs.size());
+    std::size_t next = 0, taken = 0;
+    double last_finish = 0.0;
+    for (double t = 50.0; taken < reqs.size(); t += 50.0) {
+        for (; next < reqs.size() && reqs[next].arrival < t; ++next) EXPECT_EQ(sched.submit(reqs[next]), next);
+        sched.run_until(t);
+        EXPECT_LT(sched.now(), t);
+        for (auto& done : sched.take_finished()) {
+            EXPECT_GE(done.finish, last_finish);  // handed back in finishing order
+            EXPECT_LT(done.finish, t);
+            last_finish = done.finish;
+            online.at(done.state.request) = std::move(done);
+            ++taken;
+        }
+        EXPECT_EQ(sched.in_flight(), next - taken);
+        ASSERT_LT(t, 1e6) << "stalled";
+    }
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(online[i].arrival, offline.requests[i].arrival) << "request " << i;
+        EXPECT_EQ(online[i].finish, offline.requests[i].finish) << "request " << i;
+        EXPECT_EQ(online[i].state.values, offline.requests[i].state.values) << "request " << i;
+        EXPECT_EQ(online[i].state.retrieved, offline.requests[i].state.retrieved) << "request " << i;
+    }
+    EXPECT_EQ(sched.statistics().gpu_batches, offline.gpu_batches);
+    EXPECT_EQ(sched.statistics().speculations, offline.speculations);
+    EXPECT_EQ(sched.statistics().makespan, offline.makespan);
+    // No request may arrive in the scheduler's past, and its clock never runs backwards.
+    const double clock = sched.now() + 100.0;
+    sched.run_until(clock);
+    frugal::rag::rag_request late{clock - 1.0, &one, {}};
+    EXPECT_NE(error_of([&] { (void)sched.submit(late); }).find("before the scheduler's clock"), std::string::npos);
+    EXPECT_THROW(sched.run_until(clock - 1.0), frugal::invalid_argument);
+    late.arrival = clock;
+    EXPECT_EQ(sched.submit(late), reqs.size());
+    sched.run();
+    ASSERT_EQ(sched.take_finished().size(), 1u);
+    EXPECT_EQ(sched.in_flight(), 0u);
 }
 
 TEST(RagSchedule, RejectsBadInput) {
@@ -345,6 +473,21 @@ TEST(TopK, MatchesSortingEveryCandidate) {
     EXPECT_THROW(frugal::retrieve::top_k(0), frugal::invalid_argument);
 }
 
+TEST(TopK, ArgminIsTheFirstSmallest) {
+    std::mt19937_64 rng(5);
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<float> v(1 + rng() % 20);
+        for (auto& x : v) x = static_cast<float>(rng() % 5);  // many ties
+        std::size_t want = 0;
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (v[i] < v[want]) want = i;
+        EXPECT_EQ(frugal::retrieve::argmin(v), want);
+    }
+    const std::vector<float> nan{1.0f, std::numeric_limits<float>::quiet_NaN(), 0.5f};
+    EXPECT_NE(error_of([&] { (void)frugal::retrieve::argmin(nan); }).find("NaN score at 1"), std::string::npos);
+    EXPECT_THROW((void)frugal::retrieve::argmin(std::vector<float>{}), frugal::invalid_argument);
+}
+
 TEST(TopK, MergeKeepsTheBestOfBoth) {
     std::vector<std::pair<float, std::uint64_t>> all;
     frugal::retrieve::top_k a(6), b(6);
@@ -357,6 +500,11 @@ TEST(TopK, MergeKeepsTheBestOfBoth) {
     std::sort(all.begin(), all.end());
     all.resize(6);
     EXPECT_EQ(a.sorted(), all);
+    a.clear();
+    EXPECT_EQ(a.size(), 0u);
+    EXPECT_EQ(a.k(), 6u);
+    a.offer(2.0f, 9);
+    EXPECT_EQ(a.ids(), std::vector<std::uint64_t>{9});
 }
 
 std::vector<float> gaussian_mixture(std::size_t n, std::size_t dim, std::size_t topics, std::uint64_t seed) {
@@ -440,22 +588,92 @@ void expect_gemm_training_is_kmeans(Backend backend) {
     }
 }
 
-TEST(IvfFlat, GemmKMeansOnAUserBackend) { expect_gemm_training_is_kmeans(example::minimal_backend{}); }
+// The flat similarity index against a double-precision brute force over the stored slots
+// (no near-ties in random data at this size), through erasures and overwrites.
+template <class Index>
+void expect_flat_index_is_brute_force() {
+    const std::size_t dim = 12;
+    std::mt19937_64 rng(21);
+    std::normal_distribution<float> z;
+    auto draw = [&] {
+        std::vector<float> v(dim);
+        for (auto& x : v) x = z(rng);
+        return v;
+    };
+    Index index(dim);
+    EXPECT_FALSE(index.nearest(draw()).has_value());
+    std::map<std::size_t, std::vector<float>> stored;
+    for (std::size_t op = 0; op < 300; ++op) {
+        const std::size_t slot = rng() % 40;
+        if (stored.contains(slot) && rng() % 3 == 0) {
+            index.erase(slot);
+            stored.erase(slot);
+        } else {
+            stored[slot] = draw();
+            index.store(slot, stored[slot]);
+        }
+        const auto q = draw();
+        const auto got = index.nearest(q);
+        ASSERT_EQ(got.has_value(), !stored.empty());
+        if (!got) continue;
+        double best = -1e300;
+        std::size_t best_slot = 0;
+        for (const auto& [s, v] : stored) {
+            double ip = 0.0;
+            for (std::size_t d = 0; d < dim; ++d) ip += double(v[d]) * q[d];
+            if (ip > best) best = ip, best_slot = s;
+        }
+        EXPECT_EQ(got->slot, best_slot) << "op " << op;
+        EXPECT_NEAR(got->similarity, best, 1e-4 * (1.0 + std::abs(best)));
+    }
+    std::vector<float> bad(dim, 0.0f);
+    bad[3] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_NE(error_of([&] { index.store(0, bad); }).find("non-finite value nan at 3"), std::string::npos);
+    EXPECT_THROW(index.erase(99), frugal::out_of_range);
+}
 
-#if FRUGAL_TEST_RAG_EIGEN
-TEST(IvfFlat, GemmKMeansOnEigen) { expect_gemm_training_is_kmeans(frugal::eigen::backend{}); }
-#endif
+TEST(FlatSimilarityIndex, NearestIsTheBruteForceArgmax) {
+    expect_flat_index_is_brute_force<frugal::retrieve::flat_similarity_index<>>();
+}
 
-TEST(IvfFlat, FullProbeEqualsBruteForce) {
+TEST(IvfFlat, RejectsNonFiniteInput) {
+    const auto data = gaussian_mixture(100, 4, 2, 3);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, 4, 4, 2, 1);
+    std::vector<float> q(4, 0.0f);
+    q[1] = std::numeric_limits<float>::infinity();
+    EXPECT_NE(error_of([&] { (void)ix.probe(q, 2); }).find("non-finite query value inf at 1"), std::string::npos);
+    auto broken = data;
+    broken[9] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_NE(error_of([&] { (void)frugal::retrieve::ivf_flat::train(broken, 4, 4, 2, 1); }).find("at row 2"),
+              std::string::npos);
+    frugal::retrieve::top_k heap(3);
+    const std::vector<std::size_t> missing{4};
+    EXPECT_THROW(ix.search_lists(std::vector<float>(4, 0.0f), missing, heap), frugal::out_of_range);
+}
+
+template <class Index>
+void expect_full_probe_is_brute_force() {
     const std::size_t dim = 8;
     const auto data = gaussian_mixture(500, dim, 5, 4);
-    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 10, 6, 2);
+    const auto ix = Index::train(data, dim, 10, 6, 2);
     const auto queries = gaussian_mixture(20, dim, 5, 99);
     for (std::size_t q = 0; q < 20; ++q) {
         const std::span<const float> query(queries.data() + q * dim, dim);
         EXPECT_EQ(ix.search(query, 7, ix.lists()), brute_force(data, dim, query, 7)) << "query " << q;
     }
 }
+
+TEST(IvfFlat, GemmKMeansOnAUserBackend) { expect_gemm_training_is_kmeans(example::minimal_backend{}); }
+
+#if FRUGAL_TEST_RAG_EIGEN
+TEST(IvfFlat, GemmKMeansOnEigen) { expect_gemm_training_is_kmeans(frugal::eigen::backend{}); }
+
+TEST(FlatSimilarityIndex, EigenScanIsTheBruteForceArgmax) { expect_flat_index_is_brute_force<frugal::eigen::flat_similarity_index>(); }
+
+TEST(IvfFlat, EigenScansEqualBruteForceAtFullProbe) { expect_full_probe_is_brute_force<frugal::eigen::ivf_flat>(); }
+#endif
+
+TEST(IvfFlat, FullProbeEqualsBruteForce) { expect_full_probe_is_brute_force<frugal::retrieve::ivf_flat>(); }
 
 TEST(IvfFlat, ResumableSearchEqualsOneShot) {
     const std::size_t dim = 8;
@@ -474,6 +692,73 @@ TEST(IvfFlat, ResumableSearchEqualsOneShot) {
     }
     EXPECT_THROW((void)ix.probe(std::vector<float>(3), 2), frugal::invalid_argument);
     EXPECT_THROW((void)ix.search(std::span<const float>(queries.data(), dim), 5, 17), frugal::invalid_argument);
+}
+
+// An ivf_index that cannot locate rows (FAISS keeps no id-to-list map): still a retriever,
+// searched in probe order.
+struct unlocated_index {
+    const frugal::retrieve::ivf_flat* ix;
+    std::size_t lists() const { return ix->lists(); }
+    std::size_t list_size(std::size_t c) const { return ix->list_size(c); }
+    std::vector<std::size_t> probe(std::span<const float> q, std::size_t n) const { return ix->probe(q, n); }
+    void search_lists(std::span<const float> q, std::span<const std::size_t> l, frugal::retrieve::top_k& h) const {
+        ix->search_lists(q, l, h);
+    }
+};
+static_assert(frugal::retrieve::ivf_index<unlocated_index>);
+
+TEST(IvfRetriever, EveryPolicyRetrievesWhatTheIndexFindsForTheQuestion) {
+    // One-shot and Multistep requests over real vectors: each question is a point of the
+    // data's mixture, its embedding a table lookup. Whatever the policy, sub-stages, order or
+    // speculation, every retrieval returns the index's one-shot top-k for that query.
+    const std::size_t dim = 8;
+    const auto data = gaussian_mixture(600, dim, 6, 31);
+    const auto ix = frugal::retrieve::ivf_flat::train(data, dim, 16, 6, 2);
+    const auto points = gaussian_mixture(40, dim, 6, 32);
+    std::map<std::string, std::vector<float>, std::less<>> questions;
+    const auto one = frugal::rag::one_shot_workflow(4), multi = frugal::rag::multistep_workflow(3);
+    auto reqs = mixed_requests(one, one, multi, 20.0, 40);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        reqs[i].state.input = "question " + std::to_string(i);
+        questions[reqs[i].state.input].assign(points.begin() + static_cast<std::ptrdiff_t>(i * dim),
+                                              points.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
+    }
+    const auto embed = [&](const frugal::rag::rag_state& s, const frugal::rag::rag_node&) { return questions.at(s.input); };
+    static_assert(frugal::rag::rag_ordered_retriever<frugal::rag::ivf_retriever<frugal::retrieve::ivf_flat, decltype(embed)>>);
+    static_assert(frugal::rag::rag_retriever<frugal::rag::ivf_retriever<unlocated_index, decltype(embed)>>);
+    static_assert(!frugal::rag::rag_ordered_retriever<frugal::rag::ivf_retriever<unlocated_index, decltype(embed)>>);
+    const unlocated_index plain{&ix};
+    for (auto policy : {frugal::rag::rag_policy::sequential, frugal::rag::rag_policy::wavefront})
+        for (bool measure : {false, true}) {
+            frugal::sim::simulated_generator gen;
+            frugal::rag::ivf_retriever ret(ix, embed, {.nprobe = 5, .measure = measure});
+            frugal::rag::ivf_retriever unordered(plain, embed, {.nprobe = 5, .measure = measure});
+            const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = policy});
+            frugal::sim::simulated_generator gen2;
+            const auto run2 = frugal::rag::schedule_rag(reqs, gen2, unordered, {.policy = policy});
+            for (std::size_t i = 0; i < reqs.size(); ++i) {
+                const auto& q = questions.at(reqs[i].state.input);
+                const std::size_t k = reqs[i].graph == &one ? 4 : 3;
+                const auto& got = run.requests[i].state.retrieved;
+                ASSERT_FALSE(got.empty()) << "request " << i;
+                for (const auto& ids : got) EXPECT_EQ(ids, ix.search(q, k, 5)) << "request " << i;
+                EXPECT_EQ(run2.requests[i].state.retrieved, got) << "request " << i;
+            }
+            if (policy == frugal::rag::rag_policy::wavefront) {
+                EXPECT_GT(run.clusters_to_final, 0u);
+            }
+        }
+    // Searching a batch's queries on a thread pool changes nothing but the time.
+    frugal::thread_pool pool(3);
+    frugal::sim::simulated_generator gen, gen2;
+    frugal::rag::ivf_retriever serial(ix, embed, {.nprobe = 5, .measure = false});
+    frugal::rag::ivf_retriever parallel(ix, embed, {.nprobe = 5, .measure = false}, pool);
+    const auto a = frugal::rag::schedule_rag(reqs, gen, serial), b = frugal::rag::schedule_rag(reqs, gen2, parallel);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(a.requests[i].state.retrieved, b.requests[i].state.retrieved) << "request " << i;
+        EXPECT_EQ(a.requests[i].finish, b.requests[i].finish) << "request " << i;  // estimated times: equal
+    }
+    EXPECT_THROW(frugal::rag::ivf_retriever(ix, embed, {.nprobe = 17}), frugal::invalid_argument);
 }
 
 TEST(TieredIvf, MergedTopKEqualsSingleTierSearch) {

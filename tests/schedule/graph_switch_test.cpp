@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "graph_switch_oracle.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -28,40 +30,7 @@ graph_switch_problem random_problem(std::mt19937& rng, std::size_t n, std::size_
     return pr;
 }
 
-// The oracle: every assignment of switch chunks AND every order of the loads on the I/O
-// channel, each built directly on the timeline (loads added in the permuted order) and
-// simulated. Independent of the plan's load order and of the solvers' arithmetic.
-double brute_force_optimum(const graph_switch_problem& p) {
-    const std::size_t n = p.blocks(), c_total = p.chunks;
-    std::size_t assignments = 1;
-    for (std::size_t i = 0; i < n; ++i) assignments *= c_total + 1;
-    double best = INFINITY;
-    std::vector<std::size_t> sw(n), order(n);
-    for (std::size_t code = 0; code < assignments; ++code) {
-        for (std::size_t i = 0, x = code; i < n; ++i, x /= c_total + 1) sw[i] = x % (c_total + 1);
-        std::iota(order.begin(), order.end(), 0);
-        do {
-            frugal::schedule::timeline t;
-            std::vector<std::size_t> op(n * c_total);
-            for (std::size_t c = 0; c < c_total; ++c)
-                for (std::size_t i = 0; i < n; ++i)
-                    op[c * n + i] = t.add(resource::compute, sw[i] <= c ? p.decode_compute[i] : p.prefill_compute[i]);
-            for (std::size_t i : order) {
-                const std::size_t c = sw[i];
-                const std::size_t load = t.add(resource::io, p.load[i]);
-                if (c > 0) t.add_dependency(load, op[(c - 1) * n + i]);
-                if (c < c_total) t.add_dependency(op[c * n + i], load);
-            }
-            try {
-                best = std::min(best, t.simulate().makespan);
-            } catch (const frugal::invalid_argument&) {
-                // This load order deadlocks (a load queued behind one that waits for a
-                // later compute): not a feasible schedule.
-            }
-        } while (std::next_permutation(order.begin(), order.end()));
-    }
-    return best;
-}
+using frugal::schedule::testing::brute_force_optimum;
 
 TEST(GraphSwitch, ExactMatchesBruteForceOverAssignmentsAndLoadOrders) {
     std::mt19937 rng(7);
@@ -131,7 +100,7 @@ TEST(GraphSwitch, ClosedLoopReplayAgreesWithTimeline) {
     }
 }
 
-// coordgen.txt Figure 8: N = 6, two chunks, loading a block takes two block computes.
+// CoordGen Figure 8: N = 6, two chunks, loading a block takes two block computes.
 // Times by hand (unit compute, G2 as fast as G1 here):
 //  chunk 1: P5 and P6 are loaded during P1-P4 ([0,2), [2,4)) and run under G2 at t = 4, 5;
 //           chunk 1 ends at t = 6 with half of the model switched and no compute stall.

@@ -10,6 +10,7 @@
 
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/online_softmax.hpp"
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/memory_budget.hpp"
 
@@ -31,7 +32,9 @@ struct attention_shape {
     /// Query heads per KV head.
     [[nodiscard]] constexpr std::size_t group() const noexcept { return kv_heads == 0 ? 0 : q_heads / kv_heads; }
 
-    /// Throws `frugal::invalid_argument` naming the bad size.
+    /// Throws `frugal::invalid_argument` naming the bad size, including sizes whose
+    /// tensors would not fit the address space (or lengths the mask's signed arithmetic
+    /// cannot hold).
     constexpr void validate() const {
         FRUGAL_CHECK(q_heads > 0 && kv_heads > 0, "attention_shape: q_heads ", q_heads, " and kv_heads ", kv_heads,
                      " must be positive");
@@ -40,6 +43,14 @@ struct attention_shape {
         FRUGAL_CHECK(head_dim > 0, "attention_shape: head_dim must be positive");
         FRUGAL_CHECK(q_len > 0 && kv_len > 0, "attention_shape: q_len ", q_len, " and kv_len ", kv_len,
                      " must be positive");
+        constexpr std::size_t max_len = std::size_t(1) << 62;
+        FRUGAL_CHECK(q_len <= max_len && kv_len <= max_len, "attention_shape: q_len ", q_len, " or kv_len ", kv_len,
+                     " exceeds 2^62");
+        constexpr std::size_t max_floats = std::numeric_limits<std::size_t>::max() / sizeof(float);
+        FRUGAL_CHECK(head_dim <= max_floats / q_heads / q_len, "attention_shape: ", q_heads, " query heads x ", q_len,
+                     " tokens x head_dim ", head_dim, " floats overflow 64-bit byte sizes");
+        FRUGAL_CHECK(head_dim <= max_floats / kv_heads / kv_len, "attention_shape: ", kv_heads, " KV heads x ",
+                     kv_len, " tokens x head_dim ", head_dim, " floats overflow 64-bit byte sizes");
     }
 };
 
@@ -70,14 +81,17 @@ struct attention_options {
 class attention_plan {
 public:
     /// Workspace floats of one worker with the given tiles: the score/probability tile
-    /// and the per-row max, sum and rescale factor, padded to 64 bytes.
-    [[nodiscard]] static constexpr std::size_t worker_floats(std::size_t q_tile, std::size_t kv_tile) noexcept {
-        const std::size_t n = q_tile * kv_tile + 3 * q_tile;
-        return (n + 15) / 16 * 16;
+    /// and the per-row max, sum and rescale factor, padded to 64 bytes. Throws
+    /// `frugal::invalid_argument` when the count does not fit in a size_t.
+    [[nodiscard]] static constexpr std::size_t worker_floats(std::size_t q_tile, std::size_t kv_tile) {
+        const char* what = "attention_plan: worker workspace floats";
+        const std::size_t n = checked_add(checked_mul(q_tile, kv_tile, what), checked_mul(q_tile, std::size_t{3}, what),
+                                          what);
+        return checked_add(n, std::size_t{15}, what) / 16 * 16;
     }
 
     /// The smallest workspace any plan needs: one worker with a 1 x 1 tile.
-    [[nodiscard]] static constexpr std::size_t minimum_bytes() noexcept { return worker_floats(1, 1) * sizeof(float); }
+    [[nodiscard]] static constexpr std::size_t minimum_bytes() noexcept { return 16 * sizeof(float); }  // worker_floats(1, 1)
 
     constexpr attention_plan(const attention_shape& shape, const attention_options& options, std::size_t q_tile,
                              std::size_t kv_tile, std::size_t workers)
@@ -87,6 +101,10 @@ public:
                      " and workers ", workers, " must be positive");
         FRUGAL_CHECK(std::isfinite(options.scale) && options.scale >= 0.0f, "attention_plan: scale ", options.scale,
                      " must be finite and >= 0 (0 = 1/sqrt(head_dim))");
+        FRUGAL_CHECK(q_tile <= shape.q_len && kv_tile <= shape.kv_len, "attention_plan: tiles ", q_tile, " x ", kv_tile,
+                     " exceed the ", shape.q_len, " x ", shape.kv_len, " score matrix");
+        worker_floats_ = worker_floats(q_tile, kv_tile);
+        workspace_bytes_ = checked_product("attention_plan: workspace bytes", workers, worker_floats_, sizeof(float));
     }
 
     [[nodiscard]] constexpr const attention_shape& shape() const noexcept { return shape_; }
@@ -98,23 +116,20 @@ public:
     /// Query tiles per head.
     [[nodiscard]] constexpr std::size_t q_tiles() const noexcept { return (shape_.q_len + q_tile_ - 1) / q_tile_; }
     /// Floats of one worker's workspace slice.
-    [[nodiscard]] constexpr std::size_t worker_floats() const noexcept { return worker_floats(q_tile_, kv_tile_); }
+    [[nodiscard]] constexpr std::size_t worker_floats() const noexcept { return worker_floats_; }
     /// Exact bytes of workspace the run uses (Q, K, V and the output are the caller's).
-    [[nodiscard]] constexpr std::size_t workspace_bytes() const noexcept {
-        return workers_ * worker_floats() * sizeof(float);
-    }
+    [[nodiscard]] constexpr std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
     /// The factor applied to QK^T: `scale` (or 1/sqrt(head_dim)) times log2(e), because
     /// the run exponentiates in base two.
     [[nodiscard]] float score_scale_log2() const noexcept {
-        const float s = options_.scale > 0.0f ? options_.scale
-                                              : 1.0f / std::sqrt(static_cast<float>(shape_.head_dim));
-        return s * 1.4426950408889634f;
+        return softmax_math::score_scale_log2(options_.scale, shape_.head_dim);
     }
 
 private:
     attention_shape shape_;
     attention_options options_;
     std::size_t q_tile_, kv_tile_, workers_;
+    std::size_t worker_floats_ = 0, workspace_bytes_ = 0;
 };
 
 /// Plans tiled attention so its workspace fits `budget`: starts from the preferred tiles
@@ -137,7 +152,10 @@ private:
     std::size_t kt = std::clamp<std::size_t>(options.kv_tile, 1, shape.kv_len);
     const std::size_t items = shape.q_heads * ((shape.q_len + qt - 1) / qt);
     std::size_t workers = std::min(options.threads, items);
-    const auto fits = [&] { return budget.fits(workers * attention_plan::worker_floats(qt, kt) * sizeof(float)); };
+    const auto fits = [&] {
+        const std::size_t floats = attention_plan::worker_floats(qt, kt);  // qt, kt <= lengths: no overflow
+        return floats <= budget.bytes() / sizeof(float) / workers;
+    };
     while (!fits() && kt > 1) kt = (kt + 1) / 2;
     while (!fits() && qt > 1) qt = (qt + 1) / 2;
     while (!fits() && workers > 1) --workers;

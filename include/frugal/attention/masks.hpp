@@ -63,18 +63,20 @@ struct attention_mask {
                                                              : offset;
     }
 
-    /// First key query `i` sees (clamped to [0, kv_len]).
+    /// First key query `i` (0 <= i < 2^62) sees, clamped to [0, kv_len]. Exact for every
+    /// offset and window: a sum that leaves the int64 range saturates, and then lies
+    /// outside [0, kv_len] either way.
     [[nodiscard]] FRUGAL_HOST_DEVICE constexpr std::int64_t key_begin(std::int64_t i, std::int64_t q_len,
                                                                       std::int64_t kv_len) const noexcept {
         if (!is_causal || window == 0) return 0;
-        return clamp(i + diagonal(q_len, kv_len) - window + 1, kv_len);
+        return clamp(saturating_add(saturating_add(diagonal(q_len, kv_len), -window), i + 1), kv_len);
     }
 
     /// One past the last key query `i` sees (clamped to [0, kv_len]); <= key_begin when none.
     [[nodiscard]] FRUGAL_HOST_DEVICE constexpr std::int64_t key_end(std::int64_t i, std::int64_t q_len,
                                                                     std::int64_t kv_len) const noexcept {
         if (!is_causal) return kv_len;
-        return clamp(i + diagonal(q_len, kv_len) + 1, kv_len);
+        return clamp(saturating_add(diagonal(q_len, kv_len), i + 1), kv_len);
     }
 
     /// Whether query `i` may attend to key `j`.
@@ -110,6 +112,14 @@ struct attention_mask {
     }
 
 private:
+    /// a + b, clamped to the int64 range instead of overflowing.
+    [[nodiscard]] FRUGAL_HOST_DEVICE static constexpr std::int64_t saturating_add(std::int64_t a,
+                                                                                  std::int64_t b) noexcept {
+        constexpr std::int64_t hi = INT64_MAX, lo = INT64_MIN;
+        if (b > 0 && a > hi - b) return hi;
+        if (b < 0 && a < lo - b) return lo;
+        return a + b;
+    }
     [[nodiscard]] FRUGAL_HOST_DEVICE static constexpr std::int64_t clamp(std::int64_t x, std::int64_t hi) noexcept {
         return x < 0 ? 0 : (x > hi ? hi : x);
     }

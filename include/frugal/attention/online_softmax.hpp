@@ -67,6 +67,12 @@ template <softmax_base Base>
     return {r.max, r.alpha, max_b == minus_infinity() ? 0.0f : exp_in<Base>(max_b - r.shift)};
 }
 
+/// The factor applied to QK^T in base-2 units: `scale` (0 means 1/sqrt(head_dim)) times
+/// log2(e), because the drivers exponentiate in base two.
+[[nodiscard]] FRUGAL_HOST_DEVICE inline float score_scale_log2(float scale, std::size_t head_dim) noexcept {
+    return (scale > 0.0f ? scale : 1.0f / ::sqrtf(static_cast<float>(head_dim))) * 1.4426950408889634f;
+}
+
 /// log-sum-exp in `Base` of a row with running max `max` and running sum `sum`; -inf when empty.
 template <softmax_base Base>
 [[nodiscard]] FRUGAL_HOST_DEVICE inline float lse(float max, float sum) noexcept {

@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "frugal/attention/heads_view.hpp"
@@ -21,6 +23,7 @@
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/executor.hpp"
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/attention/attention_plan.hpp"
 
@@ -86,7 +89,11 @@ public:
         if (!file_) FRUGAL_FAIL(runtime_error, "file_kv_source: cannot open '", path_, "'");
         std::error_code ec;
         const auto size = std::filesystem::file_size(path, ec);
-        const std::uintmax_t want = 2ull * kv_heads * tokens * head_dim * sizeof(float);
+        constexpr std::uintmax_t max_floats = std::numeric_limits<std::uintmax_t>::max() / (2 * sizeof(float));
+        FRUGAL_CHECK(kv_heads > 0 && tokens > 0 && head_dim > 0 && head_dim <= max_floats / kv_heads / tokens,
+                     "file_kv_source: ", kv_heads, " KV heads x ", tokens, " tokens x head_dim ", head_dim,
+                     " is empty or overflows 64-bit byte sizes");
+        const std::uintmax_t want = 2 * sizeof(float) * kv_heads * tokens * head_dim;
         if (ec || size != want) {
             FRUGAL_FAIL(runtime_error, "file_kv_source: '", path_, "' holds ", ec ? 0 : size, " bytes, expected ", want,
                         " for ", kv_heads, " KV heads of ", tokens, " x ", head_dim);
@@ -96,7 +103,9 @@ public:
     [[nodiscard]] std::size_t tokens() const noexcept { return tokens_; }
     [[nodiscard]] std::size_t head_dim() const noexcept { return dim_; }
     void load(std::size_t head, std::size_t begin, matrix_view<float> k, matrix_view<float> v) {
-        FRUGAL_CHECK_AS(out_of_range, head < heads_ && begin + k.rows() <= tokens_, "file_kv_source: rows [", begin,
+        FRUGAL_CHECK_AS(out_of_range, head < heads_ && begin <= tokens_ && k.rows() <= tokens_ - begin &&
+                                          v.rows() == k.rows() && k.cols() == dim_ && v.cols() == dim_,
+                        "file_kv_source: rows [", begin,
                         ", ", begin + k.rows(), ") of head ", head, " outside ", heads_, " x ", tokens_);
         read((head * tokens_ + begin) * dim_, k);
         read(((heads_ + head) * tokens_ + begin) * dim_, v);
@@ -179,15 +188,16 @@ struct streaming_plan {
     return {tiles, block};
 }
 
-/// Runs `p` with K/V from `source`; `q`, `out`, `lse` as in `tiled_attention::run`.
+/// Runs `p` with K/V from `source` on the executor `ex`; `q`, `out`, `lse` as in
+/// `tiled::run`. Allocates exactly `p.workspace_bytes()`.
 /// @code
 /// frugal::attention::file_kv_source src("prefix.kv", 8, 32768, 128);
-/// frugal::attention::out_of_core::run(plan, cpu, q, src, out, lse);
+/// frugal::attention::out_of_core::run(plan, cpu, q, src, out, lse, frugal::default_thread_pool());
 /// @endcode
-template <class Backend, kv_source Source>
+template <class Backend, kv_source Source, executor Executor>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
 void run(const streaming_plan& p, Backend&& backend, heads_view<const float> q, Source& source,
-         heads_view<float> out, matrix_view<float> lse = {}) {
+         heads_view<float> out, matrix_view<float> lse, Executor& ex) {
     const attention_plan& tp = p.tiles;
     const attention_shape& sh = tp.shape();
     FRUGAL_CHECK(source.kv_heads() == sh.kv_heads && source.tokens() == sh.kv_len && source.head_dim() == sh.head_dim,
@@ -213,7 +223,7 @@ void run(const streaming_plan& p, Backend&& backend, heads_view<const float> q, 
             const std::size_t n = std::min(p.kv_block, sh.kv_len - b0);
             const matrix_view<float> kb(block, n, sh.head_dim), vb(block + n * sh.head_dim, n, sh.head_dim);
             source.load(g, b0, kb, vb);
-            parallel_for(default_thread_pool(), group * n_tiles, tp.workers(), [&](std::size_t item, std::size_t worker) {
+            parallel_for(ex, group * n_tiles, tp.workers(), [&](std::size_t item, std::size_t worker) {
                 const std::size_t j = item % group, q0 = item / group * qt, rows = std::min(qt, sh.q_len - q0);
                 const auto iq0 = static_cast<std::int64_t>(q0), iq1 = iq0 + static_cast<std::int64_t>(rows);
                 const std::size_t lo = std::max<std::size_t>(b0, static_cast<std::size_t>(mask.key_begin(iq0, q_len, kv_len)));
@@ -237,6 +247,17 @@ void run(const streaming_plan& p, Backend&& backend, heads_view<const float> q, 
                                 lse.empty() ? std::span<float>{} : lse.row(h), tp.options().lse_base);
         }
     }
+}
+
+/// `run` on `default_thread_pool()`.
+/// @code
+/// frugal::attention::out_of_core::run(plan, cpu, q, src, out, lse);
+/// @endcode
+template <class Backend, kv_source Source>
+    requires gemm_backend<std::remove_reference_t<Backend>, float>
+void run(const streaming_plan& p, Backend&& backend, heads_view<const float> q, Source& source,
+         heads_view<float> out, matrix_view<float> lse = {}) {
+    run(p, std::forward<Backend>(backend), q, source, out, lse, default_thread_pool());
 }
 
 /// Merges a partial attention result over other keys (`other`, `other_lse`) into

@@ -12,12 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include "frugal/attention/dtype.hpp"
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/core/thread_pool.hpp"
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/executor.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/core/memory_budget.hpp"
 #include "frugal/attention/attention_plan.hpp"
@@ -118,17 +120,29 @@ void attend_keys(Backend& backend, const tile_operands& ops, tile_state st, cons
     }
 }
 
-/// Writes the normalized output rows and, when wanted, their log-sum-exp.
+/// Normalizes one output row (o / l; zeros when the row saw no key, whatever `o` held),
+/// stores it as `T` (in place when `out` is `o`) and, when wanted, its log-sum-exp in `base`.
+template <class T>
+void finish_row(float* o, std::size_t d, float m, float l, T* out, float* lse, softmax_base base) {
+    if (l > 0.0f) {
+        const float inv = 1.0f / l;
+        for (std::size_t c = 0; c < d; ++c) o[c] *= inv;
+    } else {
+        std::fill(o, o + d, 0.0f);
+    }
+    if (static_cast<const void*>(out) != static_cast<const void*>(o)) from_floats(o, out, d);
+    if (lse != nullptr) {
+        const float lse2 = softmax_math::lse<softmax_base::two>(m, l);
+        *lse = base == softmax_base::two || l <= 0.0f ? lse2 : lse2 * 0.6931471805599453f;
+    }
+}
+
+/// Writes the normalized output rows in place and, when wanted, their log-sum-exp.
 inline void finish_rows(matrix_view<float> o, std::span<const float> m, std::span<const float> l, bool any_key,
                         std::span<float> lse, softmax_base base) {
     for (std::size_t r = 0; r < o.rows(); ++r) {
-        const bool seen = any_key && l[r] > 0.0f;
-        const float inv = seen ? 1.0f / l[r] : 0.0f;
-        for (float& x : o.row(r)) x = seen ? x * inv : 0.0f;
-        if (!lse.empty()) {
-            const float lse2 = seen ? softmax_math::lse<softmax_base::two>(m[r], l[r]) : softmax_math::minus_infinity();
-            lse[r] = base == softmax_base::two || !seen ? lse2 : lse2 * 0.6931471805599453f;
-        }
+        float* row = o.row(r).data();
+        finish_row(row, o.cols(), m[r], any_key ? l[r] : 0.0f, row, lse.empty() ? nullptr : &lse[r], base);
     }
 }
 
@@ -175,7 +189,7 @@ namespace tiled {
     return plan_attention_tiles(shape, options, budget);
 }
 
-/// Runs `plan` on `backend` using the caller's `workspace` (at least
+/// Runs `plan` on `backend` on the executor `ex` using the caller's `workspace` (at least
 /// `plan.workspace_bytes()` bytes). `q`/`out` have `q_heads` heads, `k`/`v` have
 /// `kv_heads`; query head h reads KV head h / (q_heads / kv_heads). `lse` is empty or
 /// `q_heads x q_len` and receives log-sum-exp in `options.lse_base` (-inf for a row the
@@ -183,12 +197,13 @@ namespace tiled {
 /// with `plan.workers() > 1` the backend is called from several threads at once.
 /// @code
 /// std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
-/// frugal::attention::tiled::run(plan, cpu, q, k, v, out, {}, std::span<float>(ws));
+/// frugal::attention::tiled::run(plan, cpu, q, k, v, out, {}, std::span<float>(ws), frugal::default_thread_pool());
 /// @endcode
-template <class Backend>
+template <class Backend, executor Executor>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
 void run(const attention_plan& plan, Backend&& backend, heads_view<const float> q, heads_view<const float> k,
-         heads_view<const float> v, heads_view<float> out, matrix_view<float> lse, std::span<float> workspace) {
+         heads_view<const float> v, heads_view<float> out, matrix_view<float> lse, std::span<float> workspace,
+         Executor& ex) {
     const attention_shape& sh = plan.shape();
     detail::check_attention_views(sh, q, k, v, out, lse, "tiled_attention::run");
     FRUGAL_CHECK(workspace.size() * sizeof(float) >= plan.workspace_bytes(), "tiled_attention::run: workspace of ",
@@ -198,7 +213,7 @@ void run(const attention_plan& plan, Backend&& backend, heads_view<const float> 
     const std::size_t qt = plan.q_tile(), kt = plan.kv_tile(), n_tiles = plan.q_tiles();
     const float scale = plan.score_scale_log2();
     // Later query tiles see more keys under a causal mask: hand them out first.
-    parallel_for(default_thread_pool(), sh.q_heads * n_tiles, plan.workers(), [&](std::size_t item, std::size_t worker) {
+    parallel_for(ex, sh.q_heads * n_tiles, plan.workers(), [&](std::size_t item, std::size_t worker) {
         const std::size_t h = item % sh.q_heads;
         const std::size_t tile = n_tiles - 1 - item / sh.q_heads;
         const std::size_t q0 = tile * qt, rows = std::min(qt, sh.q_len - q0);
@@ -220,7 +235,18 @@ void run(const attention_plan& plan, Backend&& backend, heads_view<const float> 
     });
 }
 
-/// Runs `plan` with a workspace it allocates (exactly `plan.workspace_bytes()`).
+/// `run` on `default_thread_pool()` with the caller's workspace.
+/// @code
+/// frugal::attention::tiled::run(plan, cpu, q, k, v, out, {}, std::span<float>(ws));
+/// @endcode
+template <class Backend>
+    requires gemm_backend<std::remove_reference_t<Backend>, float>
+void run(const attention_plan& plan, Backend&& backend, heads_view<const float> q, heads_view<const float> k,
+         heads_view<const float> v, heads_view<float> out, matrix_view<float> lse, std::span<float> workspace) {
+    run(plan, std::forward<Backend>(backend), q, k, v, out, lse, workspace, default_thread_pool());
+}
+
+/// `run` on `default_thread_pool()` with a workspace it allocates (exactly `plan.workspace_bytes()`).
 /// @code
 /// auto plan = frugal::attention::tiled::plan(shape, {}, frugal::memory_budget::mib(16));
 /// frugal::attention::tiled::run(plan, frugal::eigen::attention_backend{}, q, k, v, out);
@@ -230,7 +256,7 @@ template <class Backend>
 void run(const attention_plan& plan, Backend&& backend, heads_view<const float> q, heads_view<const float> k,
          heads_view<const float> v, heads_view<float> out, matrix_view<float> lse = {}) {
     std::vector<float> workspace(plan.workspace_bytes() / sizeof(float));
-    run(plan, std::forward<Backend>(backend), q, k, v, out, lse, std::span<float>(workspace));
+    run(plan, std::forward<Backend>(backend), q, k, v, out, lse, std::span<float>(workspace), default_thread_pool());
 }
 
 }  // namespace tiled

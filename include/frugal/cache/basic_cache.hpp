@@ -2,11 +2,14 @@
 /// @file
 /// basic_cache: the generic key/value cache core every frugal cache is built on.
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -15,6 +18,7 @@
 
 #include <boost/intrusive/unordered_set.hpp>  // also unordered_multiset
 
+#include "frugal/cache/cache_policy.hpp"
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/hash.hpp"
@@ -33,10 +37,46 @@ enum class eviction_reason : std::uint8_t {
     replaced,  ///< the old value of a key that was put again
     erased,    ///< removed by erase()
     cleared,   ///< removed by clear()
+    expired,   ///< its time to live ran out (see `basic_cache::set_expiry`)
+    destroyed, ///< still held when the cache was destroyed
 };
 
 /// Number of `eviction_reason` values, the size of `cache_stats::evictions`.
-inline constexpr std::size_t eviction_reason_count = 5;
+inline constexpr std::size_t eviction_reason_count = 7;
+
+/// Time to live of a cache's entries (see `basic_cache::set_expiry`): `ttl` after the entry
+/// was written (put), or after its last access when `after_access` is set. `clock` gives the
+/// time (std::chrono::steady_clock by default; inject a fake one in tests).
+/// @code
+/// c.set_expiry({.ttl = std::chrono::minutes(5), .after_access = true});
+/// @endcode
+struct expiry {
+    using clock_type = std::function<std::chrono::steady_clock::time_point()>;
+    std::chrono::nanoseconds ttl{0};
+    bool after_access = false;
+    clock_type clock = [] { return std::chrono::steady_clock::now(); };
+};
+
+/// The `Expiry` argument of `basic_cache` for caches without a time to live (the default):
+/// entries carry no deadline and lookups read no clock.
+struct no_expiry {};
+/// The `Expiry` argument of `basic_cache` for caches whose entries may expire
+/// (`basic_cache::set_expiry`): each entry carries an 8-byte deadline.
+/// @code
+/// frugal::cache::expiring_cache<std::string, reply, frugal::cache::lru_policy> c(10000);
+/// c.set_expiry({.ttl = std::chrono::minutes(10)});
+/// @endcode
+struct with_expiry {};
+
+namespace detail {
+/// The deadline an entry carries when its cache has expiry (nothing otherwise).
+template <bool>
+struct entry_deadline {};
+template <>
+struct entry_deadline<true> {
+    std::int64_t expires_at = 0;  // steady-clock nanoseconds; 0: never
+};
+}  // namespace detail
 
 /// Counters of a cache since construction or the last `reset_stats()`.
 /// @code
@@ -194,8 +234,8 @@ struct map_index {
 
 /// One cache entry: the user's key and value, its weight and pin count, the index hook and
 /// the policy's per-entry data (list hooks, frequency, priority).
-template <class Key, class Value, class PolicyData, class IndexHook>
-struct cache_node : PolicyData {
+template <class Key, class Value, class PolicyData, class IndexHook, bool Deadline = false>
+struct cache_node : PolicyData, detail::entry_deadline<Deadline> {
     template <class K, class V>
     cache_node(K&& k, V&& v, std::size_t w, std::size_t h)
         : key(std::forward<K>(k)), value(std::forward<V>(v)), weight(w), hash(h) {}
@@ -209,47 +249,58 @@ struct cache_node : PolicyData {
     std::size_t hash;
 };
 
-/// Generic cache: any key and value, a policy (`lru_policy`, `lfu_policy`, `lfuda_policy`,
-/// `gdsf_policy`, `wtinylfu_policy`) and a weigher that sets what the capacity counts
-/// (entries by default; bytes with a byte weigher).
+/// Generic cache: any key and value, a `cache_policy` (`lru_policy`, `lfu_policy`,
+/// `lfuda_policy`, `gdsf_policy`, `wtinylfu_policy`, `s3fifo_policy`, `sieve_policy`,
+/// `arc_policy`, `lirs_policy`, `two_queue_policy`) and a weigher that sets what the capacity
+/// counts (entries by default; bytes with a byte weigher).
 ///
-/// Pinned entries (`pin`, or the RAII `acquire`) are never evicted; when the unpinned rest
-/// cannot make room the new entry is refused (`put_result::rejected`, callback reason
-/// `rejected`), never the budget exceeded. An entry heavier than the whole capacity is refused
-/// the same way. Hits, replacements and (in steady state) misses allocate nothing: entries
-/// sit on Boost.Intrusive hooks and freed entries are recycled.
+/// Pinned entries (`pin`) are never evicted; when the unpinned rest cannot make room the new
+/// entry is refused (`put_result::rejected`, callback reason `rejected`), never the budget
+/// exceeded. An entry heavier than the whole capacity is refused the same way, before
+/// anything is evicted. Every entry that leaves passes through the eviction callback with its
+/// reason: eviction, refusal, replacement, erase, clear, expiry and destruction of the cache
+/// (reason `destroyed`, pinned entries included), so a callback that frees what the values
+/// own loses nothing. With `Expiry = with_expiry` (`expiring_cache`) entries may be given a
+/// time to live (`set_expiry`). Hits, replacements and (in steady state) misses allocate nothing:
+/// entries sit on Boost.Intrusive hooks and freed entries are recycled.
 /// @code
 /// frugal::cache::lru_cache<std::uint64_t, block_handle> c(1000);
 /// c.set_eviction_callback([](auto& key, auto& value, frugal::cache::eviction_reason) { release(value); });
 /// if (auto* v = c.get(42)) use(*v); else c.put(42, load(42));
 /// @endcode
 template <class Key, class Value, class Policy, class Weigher = unit_weigher, class Hash = std::hash<Key>,
-          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
+          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index, class Expiry = no_expiry>
+    requires cache_policy<Policy> && (std::same_as<Expiry, no_expiry> || std::same_as<Expiry, with_expiry>)
 class basic_cache {
+    static constexpr bool expiring = std::same_as<Expiry, with_expiry>;
+
 public:
     using key_type = Key;
     using mapped_type = Value;
     using policy_type = Policy;
-    using node_type = cache_node<Key, Value, typename Policy::node_data, typename Index::hook>;
+    using node_type = cache_node<Key, Value, typename Policy::node_data, typename Index::hook, expiring>;
     using callback_type = std::function<void(const Key&, Value&, eviction_reason)>;
+    static_assert(cache_policy<Policy, node_type>);
 
     /// A cache of `capacity` weight units (entries with `unit_weigher`). Extra arguments go to
     /// the policy state (e.g. a W-TinyLFU window fraction).
     template <class... PolicyArgs>
     explicit basic_cache(std::size_t capacity, Weigher weigher = {}, Hash hash = {}, KeyEqual eq = {},
                          PolicyArgs&&... policy_args)
-        : capacity_(capacity), weigher_(std::move(weigher)), hash_(std::move(hash)), index_(std::move(eq)),
-          policy_(capacity, std::forward<PolicyArgs>(policy_args)...) {
-        FRUGAL_CHECK(capacity > 0, "basic_cache: capacity 0 can hold nothing");
-    }
+        : capacity_(checked_capacity(capacity)), weigher_(std::move(weigher)), hash_(std::move(hash)),
+          index_(std::move(eq)), policy_(capacity, std::forward<PolicyArgs>(policy_args)...) {}
     basic_cache(const basic_cache&) = delete;
     basic_cache& operator=(const basic_cache&) = delete;
+    /// Passes every entry still held, pinned ones included, through the eviction callback
+    /// (reason `destroyed`), then frees them. The callback must not throw here.
     ~basic_cache() {
         std::vector<node_type*> all;
         all.reserve(index_.size());
         index_.for_each([&](node_type& n) { all.push_back(&n); });
         for (node_type* n : all) {
+            if (n->pins == 0) policy_.remove(*n);
             index_.erase(*n);
+            notify(n->key, n->value, eviction_reason::destroyed);
             destroy(n);
         }
         for (void* p : free_) ::operator delete(p, node_align);
@@ -257,6 +308,33 @@ public:
 
     /// Called with (key, value, reason) whenever an entry leaves the cache or is refused.
     void set_eviction_callback(callback_type cb) { on_evict_ = std::move(cb); }
+
+    /// Gives entries a time to live (see `expiry`), from the next write or access on; a zero
+    /// `ttl` turns expiry off. An expired entry is removed (reason `expired`) when it is next
+    /// looked up, or by `purge_expired`; until then it may also leave by eviction. Pinned
+    /// entries do not expire while pinned. Only with `Expiry = with_expiry`.
+    void set_expiry(expiry e)
+        requires expiring
+    {
+        FRUGAL_CHECK(e.ttl.count() >= 0, "basic_cache::set_expiry: negative time to live ", e.ttl.count(), " ns");
+        FRUGAL_CHECK(e.ttl.count() == 0 || e.clock, "basic_cache::set_expiry: a time to live needs a clock");
+        expiry_ = std::move(e);
+    }
+
+    /// Removes every unpinned entry whose time to live ran out (reason `expired`); returns
+    /// how many. O(n).
+    std::size_t purge_expired()
+        requires expiring
+    {
+        if (expiry_.ttl.count() == 0) return 0;
+        const std::int64_t now = now_ns();
+        std::vector<node_type*> dead;
+        index_.for_each([&](node_type& n) {
+            if (n.pins == 0 && expired(n, now)) dead.push_back(&n);
+        });
+        for (node_type* n : dead) remove(n, eviction_reason::expired);
+        return dead.size();
+    }
 
     /// The value of `key` (a hit: the policy records the access), or nullptr (a miss).
     [[nodiscard]] Value* get(const Key& key) {
@@ -280,8 +358,8 @@ public:
     [[nodiscard]] bool contains(const Key& key) const { return peek(key) != nullptr; }
 
     /// Inserts `key` or replaces its value, then evicts by the policy until the weight fits.
-    /// `cost` is the miss cost used by cost-aware policies (GDSF); others ignore it. A pinned
-    /// key cannot be replaced (its value is in use): that throws.
+    /// `cost` is the miss cost used by cost-aware policies (GDSF: finite and >= 0); others
+    /// ignore it. A pinned key cannot be replaced (its value is in use): that throws.
     ///
     /// A replacement keeps the entry's history and counts as one access: LRU makes it the most
     /// recent, LFU adds one to its frequency, LFUDA/GDSF add one and recompute the priority
@@ -291,6 +369,8 @@ public:
     /// value `replaced`) and is refused (`rejected`).
     template <class K, class V>
     put_result put(K&& key, V&& value, double cost = 1.0) {
+        FRUGAL_CHECK(cost >= 0 && cost <= std::numeric_limits<double>::max(), "basic_cache::put: miss cost ", cost,
+                     " is not a finite non-negative number");
         const std::size_t h = hash_of(key);
         const std::size_t w = weigher_(std::as_const(key), std::as_const(value));
         if (node_type* n = index_.find(key, h)) return replace_value(*n, std::forward<V>(value), w, cost);
@@ -318,6 +398,8 @@ public:
     Value* pin(const Key& key) {
         node_type* n = access(key);
         if (n == nullptr) return nullptr;
+        FRUGAL_CHECK(n->pins < std::numeric_limits<std::uint32_t>::max(), "basic_cache::pin: the key already has ",
+                     n->pins, " pins, the most a key can hold");
         if (n->pins++ == 0) {
             policy_.remove(*n);
             pinned_weight_ += n->weight;
@@ -344,8 +426,7 @@ public:
 
     /// Changes the capacity, evicting unpinned entries down to it where possible.
     void set_capacity(std::size_t capacity) {
-        FRUGAL_CHECK(capacity > 0, "basic_cache::set_capacity: capacity 0 can hold nothing");
-        capacity_ = capacity;
+        capacity_ = checked_capacity(capacity);
         policy_.set_capacity(capacity);
         evict_to_fit(0, nullptr);
     }
@@ -360,13 +441,40 @@ public:
 private:
     using policy_state = typename Policy::template state<node_type>;
 
+    static std::size_t checked_capacity(std::size_t capacity) {
+        FRUGAL_CHECK(capacity > 0, "basic_cache: capacity 0 can hold nothing");
+        return capacity;
+    }
     template <class K>
     [[nodiscard]] std::size_t hash_of(const K& key) const {
         return static_cast<std::size_t>(hash_mix(hash_(key)));
     }
+    [[nodiscard]] std::int64_t now_ns() const {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(expiry_.clock().time_since_epoch()).count();
+    }
+    [[nodiscard]] static bool expired(const node_type& n, std::int64_t now) noexcept {
+        return n.expires_at != 0 && now >= n.expires_at;
+    }
+    void stamp([[maybe_unused]] node_type& n) {
+        if constexpr (expiring) {
+            if (expiry_.ttl.count() == 0) {
+                n.expires_at = 0;
+                return;
+            }
+            const std::int64_t now = now_ns(), ttl = expiry_.ttl.count();
+            n.expires_at = now > std::numeric_limits<std::int64_t>::max() - ttl ? std::numeric_limits<std::int64_t>::max()
+                                                                                 : std::max<std::int64_t>(1, now + ttl);
+        }
+    }
     node_type* access(const Key& key) {
         const std::size_t h = hash_of(key);
         node_type* n = index_.find(key, h);
+        if constexpr (expiring) {
+            if (n != nullptr && n->expires_at != 0 && n->pins == 0 && expired(*n, now_ns())) {
+                remove(n, eviction_reason::expired);
+                n = nullptr;
+            }
+        }
         if (n == nullptr) {
             ++stats_.misses;
             return nullptr;
@@ -374,7 +482,14 @@ private:
         ++stats_.hits;
         stats_.bytes_hit += n->weight;
         if (n->pins == 0) policy_.touch(*n);
+        if constexpr (expiring) {
+            if (expiry_.after_access && n->expires_at != 0) stamp(*n);
+        }
         return n;
+    }
+    // Whether `extra` more weight fits beside `held` (no overflow for any sizes).
+    [[nodiscard]] bool fits(std::size_t held, std::size_t extra) const noexcept {
+        return extra <= capacity_ && held <= capacity_ - extra;
     }
 
     // put's replacement path, apart from the lookup-and-insert path that a get/put loop takes.
@@ -385,7 +500,7 @@ private:
         policy_.remove(n);
         weight_ -= n.weight;
         notify(n.key, n.value, eviction_reason::replaced);
-        if (pinned_weight_ + w > capacity_) {
+        if (!fits(pinned_weight_, w)) {
             Value v(std::forward<V>(value));
             notify(n.key, v, eviction_reason::rejected);
             index_.erase(n);
@@ -403,19 +518,21 @@ private:
         evict_to_fit(w, nullptr);  // the entry is outside the policy: never its own victim
         weight_ += w;
         policy_.replace(n, cost);
+        stamp(n);
         return put_result::replaced;
     }
 
     template <class K, class V>
     put_result insert_new(K&& key, V&& value, std::size_t w, std::size_t h, double cost) {
-        if (pinned_weight_ + w > capacity_) {
+        if (!fits(pinned_weight_, w)) {
             // Heavier than the budget, or than what the pinned entries leave of it: refused
             // before anything is evicted.
             Value v(std::forward<V>(value));
             notify(key, v, eviction_reason::rejected);
             return put_result::rejected;
         }
-        if constexpr (admits_before_eviction) {
+        if constexpr (expects_newcomers<policy_state>) policy_.expect(h, w);
+        if constexpr (admits_before_eviction<Policy>) {
             // W-TinyLFU: the newcomer enters the window first and may lose the admission
             // contest itself; then it is refused and the budget holds.
             node_type* n = link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
@@ -424,7 +541,7 @@ private:
             // Room is made among the resident entries first (the newcomer is always admitted,
             // as in LRU, O(1) LFU and GreedyDual); the freed entry is recycled for it.
             evict_to_fit(w, nullptr);
-            FRUGAL_ASSERT(weight_ + w <= capacity_);
+            FRUGAL_ASSERT(fits(weight_, w));
             link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
             return put_result::inserted;
         }
@@ -436,6 +553,7 @@ private:
         index_.insert(*n);
         weight_ += w;
         policy_.admit(*n, cost);
+        stamp(*n);
         return n;
     }
 
@@ -443,7 +561,7 @@ private:
     // weight can stay above a capacity lowered by set_capacity). False when `newcomer` was evicted.
     bool evict_to_fit(std::size_t extra, const node_type* newcomer) {
         bool kept = true;
-        while (weight_ + extra > capacity_) {
+        while (!fits(weight_, extra)) {
             node_type* v = policy_.victim();
             if (v == nullptr) break;
             policy_.evict(*v);
@@ -500,8 +618,6 @@ private:
     // pad each one and spreads the working set (measured slower).
     static constexpr std::align_val_t node_align{alignof(node_type)};
 
-    static constexpr bool admits_before_eviction = requires { requires Policy::admits_before_eviction; };
-
     std::size_t capacity_;
     std::size_t weight_ = 0, pinned_weight_ = 0;
     [[no_unique_address]] Weigher weigher_;
@@ -510,11 +626,21 @@ private:
     policy_state policy_;
     cache_stats stats_;
     callback_type on_evict_;
+    expiry expiry_{.clock = nullptr};
     std::vector<void*> free_ = [] {
         std::vector<void*> v;
         v.reserve(free_limit);
         return v;
     }();
 };
+
+/// A cache whose entries may be given a time to live (`basic_cache` with `with_expiry`).
+/// @code
+/// frugal::cache::expiring_cache<std::string, reply, frugal::cache::lru_policy> c(10000);
+/// c.set_expiry({.ttl = std::chrono::minutes(10), .after_access = true});
+/// @endcode
+template <class Key, class Value, class Policy, class Weigher = unit_weigher, class Hash = std::hash<Key>,
+          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index>
+using expiring_cache = basic_cache<Key, Value, Policy, Weigher, Hash, KeyEqual, Index, with_expiry>;
 
 }  // namespace frugal::cache

@@ -28,17 +28,24 @@ public:
     static constexpr std::uint8_t max_count = 15;
     static constexpr std::size_t depth = 4;
 
-    /// A sketch sized for a cache of `capacity` entries (width: the next power of two).
+    /// The most entries a sketch is sized for (2^30: 4 GiB of counters).
+    static constexpr std::size_t max_capacity = std::size_t{1} << 30;
+
+    /// A sketch sized for a cache of `capacity` entries (width: the next power of two;
+    /// capacities above `max_capacity` get `max_capacity`).
     explicit count_min_sketch(std::size_t capacity) { resize(capacity); }
 
     /// Resizes for a new capacity; forgets the counts.
     void resize(std::size_t capacity) {
         FRUGAL_CHECK(capacity > 0, "count_min_sketch: capacity must be positive");
-        width_ = std::bit_ceil(std::max<std::size_t>(capacity, 16));
+        capacity_ = std::clamp<std::size_t>(capacity, 16, max_capacity);
+        width_ = std::bit_ceil(capacity_);
         table_.assign(width_ * depth, 0);
-        sample_size_ = 10 * std::max<std::size_t>(capacity, 16);
+        sample_size_ = 10 * capacity_;
         additions_ = 0;
     }
+    /// The number of entries the sketch is sized for.
+    [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
 
     /// Counts one access of the item with hash `h`.
     void increment(std::size_t h) noexcept {
@@ -74,7 +81,7 @@ private:
         return static_cast<std::size_t>(hash_mix(static_cast<std::uint64_t>(h) + seeds[row])) & (width_ - 1);
     }
     std::vector<std::uint8_t> table_;
-    std::size_t width_ = 0, sample_size_ = 0, additions_ = 0;
+    std::size_t capacity_ = 0, width_ = 0, sample_size_ = 0, additions_ = 0;
 };
 
 }  // namespace frugal::cache

@@ -14,6 +14,7 @@
 
 #include "frugal/cache/lru_policy.hpp"
 #include "frugal/core/assert.hpp"
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 
@@ -39,11 +40,14 @@ class row_file {
 public:
     row_file(const std::filesystem::path& path, std::size_t cols) : path_(path), in_(path, std::ios::binary), cols_(cols) {
         FRUGAL_CHECK(cols > 0, "row_file: 0 columns");
+        const std::size_t row_bytes = checked_mul(cols, sizeof(float), "row_file: bytes of a row");
         if (!in_) FRUGAL_FAIL(frugal::runtime_error, "row_file: cannot open ", path);
-        const auto bytes = std::filesystem::file_size(path);
-        if (bytes % (cols * sizeof(float)) != 0)
+        std::error_code ec;
+        const auto bytes = std::filesystem::file_size(path, ec);
+        if (ec) FRUGAL_FAIL(frugal::runtime_error, "row_file: cannot read the size of ", path, ": ", ec.message());
+        if (bytes % row_bytes != 0)
             FRUGAL_FAIL(frugal::runtime_error, "row_file: ", path, " has ", bytes, " bytes, not whole rows of ", cols, " floats");
-        rows_ = static_cast<std::size_t>(bytes / (cols * sizeof(float)));
+        rows_ = static_cast<std::size_t>(bytes / row_bytes);
     }
     [[nodiscard]] std::size_t rows() const noexcept { return rows_; }
     [[nodiscard]] std::size_t cols() const noexcept { return cols_; }
@@ -76,12 +80,17 @@ template <row_store Store>
 class embedding_row_cache {
 public:
     embedding_row_cache(Store store, std::size_t capacity)
-        : store_(std::move(store)), cols_(store_.cols()), arena_((capacity + 1) * cols_), rows_(capacity) {
+        : store_(std::move(store)), cols_(store_.cols()),
+          arena_(checked_mul(checked_add(capacity, std::size_t{1}, "embedding_row_cache: capacity + 1 slots"), cols_,
+                             "embedding_row_cache: floats of the arena")),
+          rows_(capacity) {
         // One slot more than the capacity: a miss reads into the spare slot, then the put
         // evicts the LRU row, whose slot becomes the next spare.
         free_.reserve(capacity + 1);
         for (std::size_t s = capacity + 1; s-- > 0;) free_.push_back(s);
-        rows_.set_eviction_callback([this](const std::size_t&, std::size_t& slot, eviction_reason) { free_.push_back(slot); });
+        rows_.set_eviction_callback([this](const std::size_t&, std::size_t& slot, eviction_reason why) {
+            if (why != eviction_reason::destroyed) free_.push_back(slot);  // free_ goes first at destruction
+        });
     }
     embedding_row_cache(const embedding_row_cache&) = delete;
     embedding_row_cache& operator=(const embedding_row_cache&) = delete;
@@ -93,7 +102,12 @@ public:
         FRUGAL_ASSERT(!free_.empty());
         const std::size_t slot = free_.back();
         free_.pop_back();
-        store_.read_row(r, slot_span(slot));
+        try {
+            store_.read_row(r, slot_span(slot));
+        } catch (...) {
+            free_.push_back(slot);  // a failed read keeps the slot (the store may have shrunk)
+            throw;
+        }
         ++reads_;
         rows_.put(r, slot);
         return slot_span(slot);

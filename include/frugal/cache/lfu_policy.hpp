@@ -19,7 +19,9 @@ namespace frugal::cache {
 /// frugal::cache::basic_cache<int, std::string, frugal::cache::lfu_policy> c(100);
 /// @endcode
 struct lfu_policy {
-    using node_data = detail::bucket_node_data;
+    struct node_data : detail::bucket_node_data {
+        std::uint64_t frequency = 0;
+    };
     template <class Node>
     class state {
     public:
@@ -43,6 +45,7 @@ struct lfu_policy {
         detail::priority_buckets<Node, std::uint64_t> buckets_;
     };
 };
+static_assert(cache_policy<lfu_policy>);
 
 /// An O(1) LFU cache of `capacity` weight units (entries by default).
 /// @code

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <iterator>
 
 #include <boost/intrusive/list.hpp>
 
@@ -35,6 +36,11 @@ public:
     }
     void move_to_back(Node& n) noexcept { list_.splice(list_.end(), list_, list_.iterator_to(n)); }
     [[nodiscard]] Node* front() noexcept { return list_.empty() ? nullptr : &list_.front(); }
+    /// The entry after `n` (toward the back), or nullptr when `n` is the last.
+    [[nodiscard]] Node* next(Node& n) noexcept {
+        auto it = std::next(list_.iterator_to(n));
+        return it == list_.end() ? nullptr : &*it;
+    }
     [[nodiscard]] bool empty() const noexcept { return list_.empty(); }
     [[nodiscard]] std::size_t weight() const noexcept { return weight_; }
     [[nodiscard]] std::size_t size() const noexcept { return list_.size(); }
@@ -44,6 +50,22 @@ private:
                            boost::intrusive::constant_time_size<true>>
         list_;
     std::size_t weight_ = 0;
+};
+/// remove, reattach and replace for a policy whose entries each sit on one of its recency
+/// lists, the one `Derived::list(n)` names: remove unlinks the entry, reattach appends it to
+/// the same list, replace reattaches it and counts one access (`Derived::touch`).
+template <class Derived, class Node>
+class on_recency_lists {
+public:
+    void remove(Node& n) noexcept { self().list(n).erase(n); }
+    void reattach(Node& n) { self().list(n).push_back(n); }
+    void replace(Node& n, double /*cost*/) {
+        reattach(n);
+        self().touch(n);
+    }
+
+private:
+    Derived& self() noexcept { return static_cast<Derived&>(*this); }
 };
 }  // namespace detail
 
@@ -71,6 +93,7 @@ struct lru_policy {
         detail::recency_list<Node> list_;
     };
 };
+static_assert(cache_policy<lru_policy>);
 
 /// An LRU cache of `capacity` weight units (entries by default).
 /// @code

@@ -1,16 +1,19 @@
 #pragma once
 /// @file
-/// prefix_tree: PerCache's knowledge bank, a tree of chunk-id sequences whose nodes hold the
-/// caller's handles to per-chunk tensors, under a byte budget with leaf-only eviction.
+/// prefix_tree: PerCache's knowledge bank and a serving engine's KV prefix cache, a tree of
+/// chunk (or page) sequences whose nodes hold the caller's handles to their tensors, under a
+/// byte budget with leaf-only eviction by any `cache_policy`, request locks and namespaces.
 
 #include <algorithm>
 #include <bit>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <iterator>
 #include <memory>
 #include <span>
@@ -21,16 +24,14 @@
 #include <utility>
 #include <vector>
 
-#include <boost/intrusive/set.hpp>
 #include <boost/pool/pool.hpp>
 
-#if __has_include(<fcntl.h>) && __has_include(<unistd.h>)
-#include <fcntl.h>
-#include <unistd.h>
-#define FRUGAL_PREFIX_TREE_FSYNC 1
-#endif
-
+#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/cache_policy.hpp"
+#include "frugal/cache/lfu_policy.hpp"
 #include "frugal/core/assert.hpp"
+#include "frugal/core/atomic_file.hpp"
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/hash.hpp"
 #include "frugal/core/huge_page_allocator.hpp"
@@ -131,40 +132,9 @@ struct huge_page_pool_blocks {
 };
 }  // namespace detail
 
-/// Eviction order of a prefix tree's leaves: least recently used first.
-/// @code
-/// frugal::cache::prefix_tree<int, int, frugal::cache::tree_lru> t(frugal::memory_budget(1 << 20));
-/// @endcode
-struct tree_lru {
-    static double priority(std::uint64_t /*frequency*/, std::uint64_t tick, double /*cost*/, std::size_t /*bytes*/,
-                           double /*clock*/) noexcept {
-        return static_cast<double>(tick);
-    }
-};
-/// Eviction order of a prefix tree's leaves: fewest accesses first (oldest among equals);
-/// PerCache's knowledge-bank policy (section 4.1.3), the default.
-/// @code
-/// frugal::cache::prefix_tree<int, int, frugal::cache::tree_lfu> t(frugal::memory_budget(1 << 20));
-/// @endcode
-struct tree_lfu {
-    static double priority(std::uint64_t frequency, std::uint64_t, double, std::size_t, double) noexcept {
-        return static_cast<double>(frequency);
-    }
-};
-/// Eviction order of a prefix tree's leaves: PGDSF (RAGCache), clock + frequency x cost /
-/// bytes, the clock raised to each evicted priority.
-/// @code
-/// frugal::cache::prefix_tree<int, int, frugal::cache::tree_gdsf> t(frugal::memory_budget(1 << 20));
-/// t.insert(chunks, values);   // values[i].cost = prefill time of chunk i
-/// @endcode
-struct tree_gdsf {
-    static double priority(std::uint64_t frequency, std::uint64_t, double cost, std::size_t bytes, double clock) noexcept {
-        return clock + static_cast<double>(frequency) * cost / static_cast<double>(bytes);
-    }
-};
 
 /// What the tree stores for one chunk: the caller's handle to its tensors (a device pointer,
-/// a file offset), their size in bytes and the cost of recomputing them (for `tree_gdsf`).
+/// a file offset), their size in bytes and the cost of recomputing them (for `gdsf_policy`).
 /// @code
 /// frugal::cache::chunk_value<std::uint64_t> v{.handle = file_offset, .bytes = kv_bytes, .cost = prefill_ms};
 /// @endcode
@@ -175,79 +145,118 @@ struct chunk_value {
     double cost = 1.0;
 };
 
-/// PerCache's knowledge bank (section 4.1.1): a tree keyed by sequences of chunk ids, one node
-/// per (prefix, chunk) holding the handle to that chunk's QKV tensors. `match` finds the
-/// longest cached prefix of a sequence and pins it until the returned handle is released;
-/// `insert` adds the rest; when the bytes exceed the budget, unpinned leaves are evicted in
-/// `Policy` order, O(log n) per eviction (an intrusive red-black tree of the evictable leaves:
-/// no heap rebuild per eviction). `save`/`load` persist the index crash-safely.
+/// Keys of the full pages of a token sequence, vLLM-style: each page's key hashes its tokens
+/// chained on the previous page's key, the first seeded with `namespace_key` (the model or
+/// adapter), so equal keys mean equal prefixes. A `prefix_tree` keyed by them matches at page
+/// granularity: requests that share the first pages of a chunk share those pages' nodes. The
+/// tokens of a last, partial page get no key.
+/// @code
+/// auto keys = frugal::cache::page_keys(std::span<const int>(tokens), 16, adapter_id);
+/// auto lock = tree.match(keys);   // lock.length() pages of KV reusable
+/// @endcode
+template <std::integral Token>
+[[nodiscard]] std::vector<std::uint64_t> page_keys(std::span<const Token> tokens, std::size_t page_size,
+                                                   std::uint64_t namespace_key = 0) {
+    FRUGAL_CHECK(page_size > 0, "page_keys: page size 0");
+    std::vector<std::uint64_t> keys;
+    keys.reserve(tokens.size() / page_size);
+    std::uint64_t parent = hash_combine(0x6672756761ull, namespace_key);
+    for (std::size_t p = 0; p + page_size <= tokens.size(); p += page_size) {
+        std::uint64_t h = parent;
+        for (std::size_t i = p; i < p + page_size; ++i) h = hash_combine(h, static_cast<std::uint64_t>(tokens[i]));
+        keys.push_back(parent = h);
+    }
+    return keys;
+}
+
+/// PerCache's knowledge bank (section 4.1.1) and a serving engine's KV prefix cache: a tree
+/// keyed by sequences of chunk ids (or `page_keys`), one node per (prefix, chunk) holding the
+/// handle to that chunk's tensors, with a namespace key (model or adapter) separating trees
+/// that share ids.
+///
+/// - `match` finds the longest cached prefix of a sequence and returns it as a request lock
+///   (`prefix_match`): the locked path is never evicted until the lock is released.
+/// - `insert(lock, ...)` adds the rest of the sequence and extends the lock over it, so the
+///   chunks a running request just prefilled stay protected until it finishes (as SGLang's
+///   RadixCache locks them); `insert` without a lock releases the path on return.
+/// - When the bytes exceed the budget, unpinned leaves are evicted in the order of `Policy`
+///   (any `cache_policy`: `lfu_policy`, PerCache's choice and the default; `lru_policy`;
+///   `gdsf_policy`, RAGCache's PGDSF with cost = recompute time; `s3fifo_policy`, ...). Only
+///   unpinned leaves are in the policy: a node enters it when it becomes one (its pins
+///   released, or its last child evicted) and re-enters as the cache core reattaches an
+///   unpinned entry; every access along a path counts for each node on it.
+/// - A chunk that cannot fit beside the locked bytes is refused before anything is evicted.
+/// - `evict(bytes)` frees at least that much where possible and reports what left.
+/// - Every chunk that leaves (evicted, cleared, replaced by `load`, or still held when the tree
+///   is destroyed) passes through the eviction callback with its reason.
+/// - `save`/`load` persist the index crash-safely and validate it on load.
 /// @code
 /// frugal::cache::prefix_tree<std::uint32_t, std::uint64_t> tree(frugal::memory_budget::mib(512));
-/// auto m = tree.match(chunks);                 // m.length() chunks reusable, pinned
-/// std::vector<frugal::cache::chunk_value<std::uint64_t>> v = prefill(chunks, m.length());
-/// tree.insert(chunks, v);                      // values for positions < m.length() are ignored
-/// m.release();
+/// auto lock = tree.match(chunks);              // lock.length() chunks reusable, locked
+/// std::vector<frugal::cache::chunk_value<std::uint64_t>> v = prefill(chunks, lock.length());
+/// tree.insert(lock, chunks, v);                // the new chunks join the request's lock
+/// decode(...);
+/// lock.release();                              // the request finished: evictable again
 /// @endcode
-template <class ChunkId, class Handle, class Policy = tree_lfu, class Hash = std::hash<ChunkId>>
+template <class ChunkId, class Handle, class Policy = lfu_policy, class Hash = std::hash<ChunkId>>
+    requires cache_policy<Policy>
 class prefix_tree {
     struct node;
     // A node is found by (parent, chunk id) in one hash index over the whole tree: no map per
-    // node, and unlinking an evicted leaf from its parent is one store.
+    // node, and unlinking an evicted leaf from its parent is one store. Roots carry the
+    // namespace key instead of a parent.
     struct tree_key {
         node* parent;
         ChunkId id;
+        std::uint64_t ns;
     };
-    using leaf_hook = boost::intrusive::set_base_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>,
-                                                      boost::intrusive::optimize_size<true>>;
-    struct node : leaf_hook {
-        node(tree_key k, chunk_value<Handle> v, std::size_t h) : key(std::move(k)), value(std::move(v)), hash(h) {}
+    struct node : Policy::node_data {
+        node(tree_key k, const chunk_value<Handle>& v, std::size_t h)
+            : key(std::move(k)), handle(v.handle), chunk_cost(v.cost), weight(v.bytes), hash(h) {}
         tree_key key;
-        chunk_value<Handle> value;
+        Handle handle;
+        double chunk_cost;
+        std::size_t weight;  // bytes (the policies' weight)
         std::size_t hash, slot = 0;
-        std::uint64_t frequency = 0, tick = 0;
-        double priority = 0;
         // pins and children apart: GCC merges `pins == 0 && children == 0` into one 8-byte
         // load, which right after an eviction's 4-byte `--children` cannot be forwarded from
         // the store and waits for every older store to commit, the index's tombstone (a cache
-        // miss in a large tree) among them (docs/caches.md).
+        // miss in a large tree) among them.
         std::uint32_t pins = 0, depth = 0, children = 0;
-        bool in_leaf_set = false;
+        bool in_policy = false;
+        bool admitted = false;  // the policy has seen it (admit)
     };
-    struct leaf_order {
-        bool operator()(const node& a, const node& b) const noexcept {
-            return a.priority < b.priority || (a.priority == b.priority && a.tick < b.tick);
-        }
-    };
-    using leaf_set = boost::intrusive::multiset<node, boost::intrusive::compare<leaf_order>>;
     using index_type = detail::slot_index<node>;
+    using policy_state = typename Policy::template state<node>;
+    static_assert(cache_policy<Policy, node>);
     static_assert(alignof(node) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "prefix_tree: over-aligned chunk id or handle");
 
-    // Nodes, their index and the evictable leaves. Nodes live in a Boost.Pool: contiguous
-    // blocks, a freed node is the next one allocated (an eviction followed by an insert
-    // reuses the slot it just touched), and no malloc/free per chunk.
+    // Nodes and their index. Nodes live in a Boost.Pool: contiguous blocks, a freed node is
+    // the next one allocated (an eviction followed by an insert reuses the slot it just
+    // touched), and no malloc/free per chunk.
     struct store {
         boost::pool<detail::huge_page_pool_blocks> pool{sizeof(node)};
         index_type index;
-        leaf_set leaves;
         store() = default;
         store(const store&) = delete;
         store& operator=(const store&) = delete;
         ~store() {
-            leaves.clear();
             std::vector<node*> all;
             all.reserve(index.size());
             index.for_each([&](node& n) { all.push_back(&n); });
             for (node* n : all) n->~node();
         }
-        node* find(node* parent, const ChunkId& id) const {
-            return index.find(hash_of(parent, id), [&](const node& n) { return n.key.parent == parent && n.key.id == id; });
+        node* find(node* parent, const ChunkId& id, std::uint64_t ns) const {
+            return index.find(hash_of(parent, id, ns), [&](const node& n) {
+                return n.key.parent == parent && n.key.id == id && n.key.ns == ns;
+            });
         }
-        node* create(node* parent, const ChunkId& id, chunk_value<Handle> v) {
+        node* create(node* parent, const ChunkId& id, std::uint64_t ns, const chunk_value<Handle>& v) {
             void* p = (pool.malloc)();
             if (p == nullptr) throw std::bad_alloc();
             node* n = nullptr;
             try {
-                n = ::new (p) node(tree_key{parent, id}, std::move(v), hash_of(parent, id));
+                n = ::new (p) node(tree_key{parent, id, ns}, v, hash_of(parent, id, ns));
                 index.insert(*n);
             } catch (...) {
                 if (n != nullptr) n->~node();
@@ -266,37 +275,46 @@ class prefix_tree {
             n->~node();
             (pool.free)(n);
         }
-        static std::size_t hash_of(const node* parent, const ChunkId& id) {
-            return static_cast<std::size_t>(hash_mix(Hash{}(id) ^ hash_mix(reinterpret_cast<std::uintptr_t>(parent))));
+        static std::size_t hash_of(const node* parent, const ChunkId& id, std::uint64_t ns) {
+            const std::uint64_t up = parent == nullptr ? hash_combine(ns, 0x9E3779B97F4A7C15ull)
+                                                       : hash_mix(reinterpret_cast<std::uintptr_t>(parent));
+            return static_cast<std::size_t>(hash_mix(Hash{}(id) ^ up));
         }
     };
 
 public:
-    /// Called for each evicted chunk: free its tensors or demote them to a lower tier.
-    using eviction_callback = std::function<void(const ChunkId&, Handle&, std::size_t bytes)>;
+    /// Called for each chunk that leaves the tree, with its reason (`capacity`: evicted by the
+    /// policy; `cleared`: by `clear` or replaced by `load`; `destroyed`: the tree went away):
+    /// free its tensors or demote them to a lower tier.
+    using eviction_callback = std::function<void(const ChunkId&, Handle&, std::size_t bytes, eviction_reason)>;
 
-    /// A pinned longest cached prefix, from `match`. Move-only; releases its pins on
-    /// destruction or `release()`.
+    /// A request lock on a cached prefix, from `match` (and extended by `insert`). Move-only;
+    /// releases its pins on destruction or `release()`. Release every lock before the tree
+    /// is destroyed.
     class prefix_match {
     public:
         prefix_match() = default;
-        prefix_match(prefix_match&& o) noexcept : tree_(std::exchange(o.tree_, nullptr)), path_(std::move(o.path_)) {}
+        prefix_match(prefix_match&& o) noexcept
+            : tree_(std::exchange(o.tree_, nullptr)), path_(std::move(o.path_)), ns_(o.ns_) {}
         prefix_match& operator=(prefix_match&& o) noexcept {
             if (this != &o) {
                 release();
                 tree_ = std::exchange(o.tree_, nullptr);
                 path_ = std::move(o.path_);
+                ns_ = o.ns_;
             }
             return *this;
         }
         ~prefix_match() { release(); }
-        /// Number of leading chunks that are cached.
+        /// Number of leading chunks that are cached and locked.
         [[nodiscard]] std::size_t length() const noexcept { return path_.size(); }
-        /// Handle of the i-th cached chunk (i < length()).
+        /// Handle of the i-th locked chunk (i < length()).
         [[nodiscard]] const Handle& handle(std::size_t i) const {
             FRUGAL_CHECK_AS(frugal::out_of_range, i < path_.size(), "prefix_match: chunk ", i, " >= length ", path_.size());
-            return path_[i]->value.handle;
+            return path_[i]->handle;
         }
+        /// The namespace key the lock was taken in.
+        [[nodiscard]] std::uint64_t namespace_key() const noexcept { return ns_; }
         /// Drops the pins; the chunks become evictable again.
         void release() noexcept {
             if (tree_ != nullptr) tree_->unpin_path(path_);
@@ -308,31 +326,56 @@ public:
         friend class prefix_tree;
         prefix_tree* tree_ = nullptr;
         std::vector<node*> path_;
+        std::uint64_t ns_ = 0;
     };
 
     /// Result of `insert`: positions [0, existing) were cached already, [existing, cached)
-    /// were added (their handles now belong to the tree), [cached, n) did not fit in the
-    /// budget beside the pinned chunks and stay the caller's.
+    /// were added (their handles now belong to the tree), [cached, n) were refused (they
+    /// cannot fit in the budget beside the locked chunks) and stay the caller's.
     struct insert_result {
         std::size_t existing = 0, cached = 0;
     };
 
-    explicit prefix_tree(memory_budget budget) : budget_(budget.bytes()), s_(std::make_unique<store>()) {}
+    /// What `evict(bytes)` freed.
+    struct evict_result {
+        std::size_t bytes = 0, chunks = 0;
+    };
+
+    explicit prefix_tree(memory_budget budget)
+        : budget_(budget.bytes()), s_(std::make_unique<store>()), policy_(std::make_unique<policy_state>(budget_)) {}
     prefix_tree(const prefix_tree&) = delete;
     prefix_tree& operator=(const prefix_tree&) = delete;
+    /// Passes every chunk still held through the eviction callback (reason `destroyed`),
+    /// locked ones included. The callback must not throw here.
+    ~prefix_tree() {
+        if (!on_evict_) return;
+        s_->index.for_each([&](node& n) { on_evict_(n.key.id, n.handle, n.weight, eviction_reason::destroyed); });
+    }
 
-    void set_eviction_callback(eviction_callback cb) { on_evict_ = std::move(cb); }
+    /// Sets the eviction callback: `f(id, handle, bytes, reason)`, or `f(id, handle, bytes)`
+    /// when the reason does not matter.
+    template <class F>
+    void set_eviction_callback(F f) {
+        if constexpr (std::is_invocable_v<F&, const ChunkId&, Handle&, std::size_t, eviction_reason>) {
+            on_evict_ = std::move(f);
+        } else {
+            static_assert(std::is_invocable_v<F&, const ChunkId&, Handle&, std::size_t>,
+                          "prefix_tree: the callback takes (id, handle, bytes[, reason])");
+            on_evict_ = [g = std::move(f)](const ChunkId& id, Handle& h, std::size_t b, eviction_reason) mutable { g(id, h, b); };
+        }
+    }
 
-    /// The longest cached prefix of `sequence`, pinned (never evicted) until released. Each
-    /// matched chunk counts one access.
-    [[nodiscard]] prefix_match match(std::span<const ChunkId> sequence) {
+    /// The longest cached prefix of `sequence` in namespace `ns`, locked (never evicted) until
+    /// released. Each matched chunk counts one access.
+    [[nodiscard]] prefix_match match(std::span<const ChunkId> sequence, std::uint64_t ns = 0) {
         prefix_match m;
         m.tree_ = this;
+        m.ns_ = ns;
         node* parent = nullptr;
         for (const ChunkId& id : sequence) {
-            node* n = s_->find(parent, id);
+            node* n = s_->find(parent, id, ns);
             if (n == nullptr) break;
-            touch(*n);
+            access(*n);
             pin(*n);
             m.path_.push_back(n);
             parent = n;
@@ -340,87 +383,122 @@ public:
         return m;
     }
 
-    /// Length of the longest cached prefix of `sequence`, without pinning or counting an access.
-    [[nodiscard]] std::size_t cached_length(std::span<const ChunkId> sequence) const {
+    /// Length of the longest cached prefix of `sequence` in namespace `ns`, without locking or
+    /// counting an access.
+    [[nodiscard]] std::size_t cached_length(std::span<const ChunkId> sequence, std::uint64_t ns = 0) const {
         node* parent = nullptr;
         std::size_t n = 0;
         for (; n < sequence.size(); ++n) {
-            parent = s_->find(parent, sequence[n]);
+            parent = s_->find(parent, sequence[n], ns);
             if (parent == nullptr) break;
         }
         return n;
     }
 
-    /// Adds `sequence` with `values[i]` for chunk i (values.size() == sequence.size()); the
-    /// values of chunks already cached are ignored. Evicts unpinned leaves (never the path
-    /// being inserted) until the new chunks fit; stops at the first chunk that cannot fit.
-    insert_result insert(std::span<const ChunkId> sequence, std::span<const chunk_value<Handle>> values) {
-        FRUGAL_CHECK(values.size() == sequence.size(), "prefix_tree::insert: ", values.size(),
-                     " values for a sequence of ", sequence.size(), " chunks");
+    /// Adds `sequence` with `values[i]` for chunk i (values.size() == sequence.size()) under
+    /// the request lock `lock` and extends the lock over every chunk of the result: the ones
+    /// that were cached and the ones added, which stay protected until `lock.release()`.
+    /// `lock` is empty or from `match` on a prefix of `sequence` (in its namespace). Values of
+    /// chunks already cached are ignored. Evicts unpinned leaves until each new chunk fits;
+    /// stops at the first chunk that cannot fit beside the locked ones (refused before
+    /// anything is evicted for it).
+    insert_result insert(prefix_match& lock, std::span<const ChunkId> sequence, std::span<const chunk_value<Handle>> values) {
+        FRUGAL_CHECK(values.size() == sequence.size(), "prefix_tree::insert: ", values.size(), " values for a sequence of ",
+                     sequence.size(), " chunks");
         for (const auto& v : values)
-            FRUGAL_CHECK(v.bytes > 0 && v.cost >= 0, "prefix_tree::insert: chunk bytes ", v.bytes, " and cost ", v.cost,
-                         " must be positive and non-negative");
+            FRUGAL_CHECK(v.bytes > 0 && v.cost >= 0 && v.cost <= std::numeric_limits<double>::max(),
+                         "prefix_tree::insert: chunk bytes ", v.bytes, " and cost ", v.cost,
+                         " must be positive and finite non-negative");
+        FRUGAL_CHECK(lock.tree_ == nullptr || lock.tree_ == this, "prefix_tree::insert: the lock belongs to another tree");
+        FRUGAL_CHECK(lock.length() <= sequence.size(), "prefix_tree::insert: a lock of ", lock.length(),
+                     " chunks on a sequence of ", sequence.size());
+        for (std::size_t i = 0; i < lock.length(); ++i)
+            FRUGAL_CHECK(lock.path_[i]->key.id == sequence[i], "prefix_tree::insert: the lock does not cover a prefix of the "
+                                                               "sequence (chunk ", i, " differs)");
+        if (lock.tree_ == nullptr) lock.tree_ = this;
+        const std::uint64_t ns = lock.ns_;
         insert_result r;
-        std::vector<node*> path;
-        node* parent = nullptr;
+        r.existing = lock.length();
+        node* parent = lock.path_.empty() ? nullptr : lock.path_.back();
         for (; r.existing < sequence.size(); ++r.existing) {
-            node* n = s_->find(parent, sequence[r.existing]);
+            node* n = s_->find(parent, sequence[r.existing], ns);
             if (n == nullptr) break;
             pin(*n);
-            path.push_back(n);
+            lock.path_.push_back(n);
             parent = n;
         }
         r.cached = r.existing;
         for (; r.cached < sequence.size(); ++r.cached) {
             const auto& v = values[r.cached];
-            while (bytes_ + v.bytes > budget_ && evict_one()) {
+            if (!fits(pinned_bytes_, v.bytes)) break;  // refused before any eviction
+            const std::size_t h = store::hash_of(parent, sequence[r.cached], ns);
+            if constexpr (expects_newcomers<policy_state>) policy_->expect(h, v.bytes);
+            while (!fits(bytes_, v.bytes) && evict_one()) {
             }
-            if (bytes_ + v.bytes > budget_) break;
-            node* n = s_->create(parent, sequence[r.cached], v);
+            FRUGAL_ASSERT(fits(bytes_, v.bytes));
+            node* n = s_->create(parent, sequence[r.cached], ns, v);
             bytes_ += v.bytes;
-            touch(*n);
+            if constexpr (expects_newcomers<policy_state>) {
+                // Right after expect(), as the policy's ghost bookkeeping needs.
+                policy_->admit(*n, v.cost);
+                n->admitted = n->in_policy = true;
+            }
             pin(*n);
-            path.push_back(n);
+            lock.path_.push_back(n);
             parent = n;
         }
-        unpin_path(path);
         return r;
     }
 
+    /// `insert` without a request lock: the path is released on return (it may be evicted by
+    /// the next insertion).
+    insert_result insert(std::span<const ChunkId> sequence, std::span<const chunk_value<Handle>> values, std::uint64_t ns = 0) {
+        prefix_match lock;
+        lock.ns_ = ns;
+        return insert(lock, sequence, values);
+    }
+
     /// Evicts the policy's first unpinned leaf; false when every leaf is pinned (or none).
-    /// O(log n).
-    bool evict_one() {
-        leaf_set& leaves = s_->leaves;
-        if (leaves.empty()) return false;
-        node& victim = *leaves.begin();
-        leaves.erase(leaves.begin());
-        victim.in_leaf_set = false;
-        clock_ = victim.priority;
-        if (on_evict_) on_evict_(victim.key.id, victim.value.handle, victim.value.bytes);
-        bytes_ -= victim.value.bytes;
-        ++evictions_;
-        node* parent = victim.key.parent;
-        s_->destroy(&victim);
-        if (parent != nullptr) maybe_enter_set(*parent);
-        return true;
+    bool evict_one() { return evict_victim(eviction_reason::capacity) > 0; }
+
+    /// Evicts unpinned leaves until at least `bytes` were freed or none is left; reports what
+    /// left (each chunk also goes through the callback).
+    evict_result evict(std::size_t bytes) {
+        evict_result r;
+        while (r.bytes < bytes) {
+            const std::size_t freed = evict_victim(eviction_reason::capacity);
+            if (freed == 0) break;
+            r.bytes += freed;
+            ++r.chunks;
+        }
+        return r;
+    }
+
+    /// Removes every unlocked chunk (reason `cleared`); locked paths stay.
+    void clear() {
+        while (evict_victim(eviction_reason::cleared) > 0) {
+        }
     }
 
     /// Changes the budget, evicting unpinned leaves down to it where possible.
     void set_budget(memory_budget budget) {
         budget_ = budget.bytes();
+        policy_->set_capacity(budget_);
         while (bytes_ > budget_ && evict_one()) {
         }
     }
 
     [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
     [[nodiscard]] std::size_t budget() const noexcept { return budget_; }
+    /// Bytes of the locked chunks (what no eviction can free).
+    [[nodiscard]] std::size_t locked_bytes() const noexcept { return pinned_bytes_; }
     /// Number of cached chunks (tree nodes).
     [[nodiscard]] std::size_t size() const noexcept { return s_->index.size(); }
     [[nodiscard]] std::uint64_t evictions() const noexcept { return evictions_; }
 
-    /// Writes the index (every chunk: its parent, id, handle, bytes, cost, frequency) to
-    /// `path` crash-safely: a temporary file in the same folder, flushed and synced, then
-    /// renamed over `path`. Needs trivially copyable ids and handles.
+    /// Writes the index (every chunk: its parent, namespace, id, handle, bytes, cost and, for
+    /// policies that count them, its frequency) to `path` with `write_file_atomically` (a
+    /// crash leaves the old file or the new one). Needs trivially copyable ids and handles.
     void save(const std::filesystem::path& path) const
         requires(std::is_trivially_copyable_v<ChunkId> && std::is_trivially_copyable_v<Handle>)
     {
@@ -437,48 +515,35 @@ public:
         std::stable_sort(order.begin(), order.end(), [](const node* a, const node* b) { return a->depth < b->depth; });
         std::unordered_map<const node*, std::uint64_t> index_of;
         index_of.reserve(order.size());
+        out.reserve(out.size() + order.size() * record_bytes + 8);
         for (const node* n : order) {
             const std::uint64_t parent = n->key.parent == nullptr ? no_parent : index_of.at(n->key.parent);
             index_of.emplace(n, index_of.size());
             std::string rec(record_bytes, '\0');
             put(rec, 0, parent);
-            std::memcpy(rec.data() + 8, &n->key.id, sizeof(ChunkId));
-            std::memcpy(rec.data() + 8 + sizeof(ChunkId), &n->value.handle, sizeof(Handle));
-            put(rec, 8 + sizeof(ChunkId) + sizeof(Handle), static_cast<std::uint64_t>(n->value.bytes));
-            put(rec, 16 + sizeof(ChunkId) + sizeof(Handle), n->value.cost);
-            put(rec, 24 + sizeof(ChunkId) + sizeof(Handle), n->frequency);
+            put(rec, 8, n->key.ns);
+            std::memcpy(rec.data() + 16, &n->key.id, sizeof(ChunkId));
+            std::memcpy(rec.data() + 16 + sizeof(ChunkId), &n->handle, sizeof(Handle));
+            put(rec, 16 + sizeof(ChunkId) + sizeof(Handle), static_cast<std::uint64_t>(n->weight));
+            put(rec, 24 + sizeof(ChunkId) + sizeof(Handle), n->chunk_cost);
+            put(rec, 32 + sizeof(ChunkId) + sizeof(Handle), frequency_of(*n));
             out += rec;
         }
         std::string checksum(8, '\0');
         put(checksum, 0, fnv1a(std::string_view(out)));
         out += checksum;
-        const std::filesystem::path tmp = path.string() + ".tmp";
-        {
-            std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-            f.write(out.data(), static_cast<std::streamsize>(out.size()));
-            f.flush();
-            if (!f) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::save: cannot write ", tmp);
-        }
-#ifdef FRUGAL_PREFIX_TREE_FSYNC
-        if (int fd = ::open(tmp.c_str(), O_RDONLY); fd >= 0) {
-            const int rc = ::fsync(fd);
-            ::close(fd);
-            if (rc != 0) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::save: fsync of ", tmp, " failed");
-        }
-#endif
-        std::error_code ec;
-        std::filesystem::rename(tmp, path, ec);
-        if (ec) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::save: cannot rename ", tmp, " to ", path, ": ", ec.message());
+        write_file_atomically(path, std::string_view(out));
     }
 
     /// Replaces the contents with the index saved at `path`, after validating it: magic,
     /// version, id and handle sizes, length, parent links, duplicate children, positive
-    /// sizes, the total against the budget and a checksum. A corrupt file throws
-    /// `frugal::runtime_error` and leaves the tree unchanged. Nothing may be pinned; the old
-    /// contents are dropped without eviction callbacks (the index is being replaced).
+    /// sizes, finite costs, the total against the budget and a checksum. A corrupt file throws
+    /// `frugal::runtime_error` and leaves the tree unchanged. Nothing may be locked; the old
+    /// contents leave through the eviction callback (reason `cleared`).
     void load(const std::filesystem::path& path)
         requires(std::is_trivially_copyable_v<ChunkId> && std::is_trivially_copyable_v<Handle>)
     {
+        FRUGAL_CHECK(pinned_ == 0, "prefix_tree::load: ", pinned_, " chunks are locked");
         std::ifstream f(path, std::ios::binary);
         if (!f) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::load: cannot open ", path);
         const std::string in{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
@@ -496,43 +561,55 @@ public:
         // Build aside, then swap in: a failure leaves the tree as it was.
         auto fresh = std::make_unique<store>();
         std::vector<node*> nodes;
+        std::vector<std::uint64_t> frequencies;
         nodes.reserve(count);
+        frequencies.reserve(count);
         std::size_t total = 0;
         for (std::uint64_t i = 0; i < count; ++i) {
             const std::size_t off = header_bytes + i * record_bytes;
             const auto parent = get<std::uint64_t>(in, off);
+            const auto ns = get<std::uint64_t>(in, off + 8);
             ChunkId id;
             Handle handle;
-            std::memcpy(&id, in.data() + off + 8, sizeof(ChunkId));
-            std::memcpy(&handle, in.data() + off + 8 + sizeof(ChunkId), sizeof(Handle));
-            const auto bytes = get<std::uint64_t>(in, off + 8 + sizeof(ChunkId) + sizeof(Handle));
-            const auto cost = get<double>(in, off + 16 + sizeof(ChunkId) + sizeof(Handle));
-            const auto frequency = get<std::uint64_t>(in, off + 24 + sizeof(ChunkId) + sizeof(Handle));
+            std::memcpy(&id, in.data() + off + 16, sizeof(ChunkId));
+            std::memcpy(&handle, in.data() + off + 16 + sizeof(ChunkId), sizeof(Handle));
+            const auto bytes = get<std::uint64_t>(in, off + 16 + sizeof(ChunkId) + sizeof(Handle));
+            const auto cost = get<double>(in, off + 24 + sizeof(ChunkId) + sizeof(Handle));
             if (parent != no_parent && parent >= i) fail("record ", i, " names parent ", parent, " that is not before it");
-            if (bytes == 0 || !(cost >= 0)) fail("record ", i, " has bytes ", bytes, " and cost ", cost);
+            if (parent != no_parent && ns != 0) fail("record ", i, " has a parent and a namespace key");
+            if (bytes == 0 || bytes > std::numeric_limits<std::size_t>::max() || !(cost >= 0) ||
+                cost > std::numeric_limits<double>::max())
+                fail("record ", i, " has bytes ", bytes, " and cost ", cost);
+            if (bytes > budget_ - std::min(budget_, total))
+                fail("the index holds more than ", budget_, " bytes, the budget (record ", i, ")");
             node* p = parent == no_parent ? nullptr : nodes[parent];
-            if (fresh->find(p, id) != nullptr) fail("record ", i, " duplicates a child id of its parent");
-            node* n = fresh->create(p, id, chunk_value<Handle>{handle, static_cast<std::size_t>(bytes), cost});
-            n->frequency = frequency;
+            if (fresh->find(p, id, ns) != nullptr) fail("record ", i, " duplicates a child id of its parent");
+            node* n = fresh->create(p, id, ns, chunk_value<Handle>{handle, static_cast<std::size_t>(bytes), cost});
             nodes.push_back(n);
+            frequencies.push_back(get<std::uint64_t>(in, off + 32 + sizeof(ChunkId) + sizeof(Handle)));
             total += static_cast<std::size_t>(bytes);
         }
-        if (total > budget_) fail("the index holds ", total, " bytes, over the budget of ", budget_);
-        FRUGAL_CHECK(pinned_ == 0, "prefix_tree::load: ", pinned_, " chunks are pinned");
+        clear();
+        FRUGAL_ASSERT(size() == 0);
         s_.swap(fresh);
+        policy_ = std::make_unique<policy_state>(budget_);
         bytes_ = total;
-        for (node* n : nodes) {
-            n->tick = ++tick_;
-            n->priority = Policy::priority(n->frequency, n->tick, n->value.cost, n->value.bytes, clock_);
-            maybe_enter_set(*n);
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            node& n = *nodes[i];
+            policy_->admit(n, n.chunk_cost);
+            policy_->remove(n);
+            if constexpr (requires { n.frequency; }) n.frequency = std::max<std::uint64_t>(1, frequencies[i]);
+            n.admitted = true;
+            n.in_policy = false;
+            maybe_enter_policy(n);
         }
     }
 
 private:
     static constexpr char magic[9] = "FRGPTREE";
-    static constexpr std::uint32_t format_version = 1;
+    static constexpr std::uint32_t format_version = 2;
     static constexpr std::size_t header_bytes = 28;
-    static constexpr std::size_t record_bytes = 32 + sizeof(ChunkId) + sizeof(Handle);
+    static constexpr std::size_t record_bytes = 40 + sizeof(ChunkId) + sizeof(Handle);
     static constexpr std::uint64_t no_parent = ~std::uint64_t{0};
 
     template <class T>
@@ -545,18 +622,51 @@ private:
         std::memcpy(&v, s.data() + off, sizeof(T));
         return v;
     }
+    static std::uint64_t frequency_of(const node& n) noexcept {
+        if constexpr (requires { n.frequency; }) {
+            return n.frequency;
+        } else {
+            return 1;
+        }
+    }
+    // Whether `extra` more bytes fit beside `held` (no overflow for any sizes).
+    [[nodiscard]] bool fits(std::size_t held, std::size_t extra) const noexcept {
+        return extra <= budget_ && held <= budget_ - extra;
+    }
 
-    void touch(node& n) {
-        const bool was = n.in_leaf_set;
-        if (was) leave_set(n);
-        ++n.frequency;
-        n.tick = ++tick_;
-        n.priority = Policy::priority(n.frequency, n.tick, n.value.cost, n.value.bytes, clock_);
-        if (was) maybe_enter_set(n);
+    // An access to `n`: the policy records it whether or not `n` is an evictable leaf now.
+    void access(node& n) {
+        if (n.in_policy) {
+            policy_->touch(n);
+            return;
+        }
+        enter_policy(n);
+        policy_->touch(n);
+        policy_->remove(n);
+        n.in_policy = false;
+    }
+    // A chunk added while locked is admitted when it first enters the policy (policies without
+    // ghosts; one set operation instead of three per new chunk).
+    void enter_policy(node& n) {
+        if (n.admitted) {
+            policy_->reattach(n);
+        } else {
+            policy_->admit(n, n.chunk_cost);
+            n.admitted = true;
+        }
+        n.in_policy = true;
     }
     void pin(node& n) {
-        if (n.pins++ == 0) ++pinned_;
-        if (n.in_leaf_set) leave_set(n);
+        FRUGAL_CHECK(n.pins < std::numeric_limits<std::uint32_t>::max(), "prefix_tree: a chunk already has ", n.pins,
+                     " locks, the most it can hold");
+        if (n.pins++ == 0) {
+            ++pinned_;
+            pinned_bytes_ += n.weight;
+        }
+        if (n.in_policy) {
+            policy_->remove(n);
+            n.in_policy = false;
+        }
     }
     void unpin_path(const std::vector<node*>& path) noexcept {
         for (auto it = path.rbegin(); it != path.rend(); ++it) {
@@ -564,27 +674,41 @@ private:
             FRUGAL_ASSERT(n.pins > 0);
             if (--n.pins == 0) {
                 --pinned_;
-                maybe_enter_set(n);
+                pinned_bytes_ -= n.weight;
+                maybe_enter_policy(n);
             }
         }
         while (bytes_ > budget_ && evict_one()) {
         }
     }
-    void leave_set(node& n) noexcept {
-        s_->leaves.erase(s_->leaves.iterator_to(n));
-        n.in_leaf_set = false;
+    // An unpinned leaf is one the policy may evict.
+    void maybe_enter_policy(node& n) {
+        if (n.pins == 0 && n.children == 0 && !n.in_policy) enter_policy(n);
     }
-    void maybe_enter_set(node& n) noexcept {
-        if (n.pins == 0 && n.children == 0 && !n.in_leaf_set) {
-            s_->leaves.insert(n);
-            n.in_leaf_set = true;
+    // Evicts the policy's victim; returns its bytes (0: nothing evictable).
+    std::size_t evict_victim(eviction_reason why) {
+        node* victim = policy_->victim();
+        if (victim == nullptr) return 0;
+        if (why == eviction_reason::capacity) {
+            policy_->evict(*victim);
+        } else {
+            policy_->remove(*victim);
         }
+        victim->in_policy = false;
+        if (on_evict_) on_evict_(victim->key.id, victim->handle, victim->weight, why);
+        bytes_ -= victim->weight;
+        ++evictions_;
+        const std::size_t freed = victim->weight;
+        node* parent = victim->key.parent;
+        s_->destroy(victim);
+        if (parent != nullptr) maybe_enter_policy(*parent);
+        return freed;
     }
 
-    std::size_t budget_, bytes_ = 0, pinned_ = 0;
-    std::uint64_t tick_ = 0, evictions_ = 0;
-    double clock_ = 0;
+    std::size_t budget_, bytes_ = 0, pinned_ = 0, pinned_bytes_ = 0;
+    std::uint64_t evictions_ = 0;
     std::unique_ptr<store> s_;
+    std::unique_ptr<policy_state> policy_;
     eviction_callback on_evict_;
 };
 

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// priority_buckets: entries grouped in buckets of equal priority, buckets ordered by
-/// priority; the engine of the LFU, LFUDA and GDSF policies.
+/// priority; the engine of the LFU and LFUDA policies.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,12 +20,9 @@ struct bucket_entry_tag;
 using bucket_entry_hook = boost::intrusive::list_base_hook<boost::intrusive::tag<bucket_entry_tag>,
                                                            boost::intrusive::link_mode<boost::intrusive::normal_link>>;
 
-/// Per-entry data of the bucket policies: the bucket hook, access count, miss cost and the
-/// bucket the entry is in.
+/// Per-entry data of the bucket policies: the bucket hook and the bucket the entry is in.
 struct bucket_node_data : bucket_entry_hook {
     void* bucket = nullptr;
-    std::uint64_t frequency = 0;
-    double cost = 1.0;
 };
 
 /// Buckets of entries with equal priority in an intrusive red-black tree (O(log b) for an
@@ -96,8 +93,6 @@ public:
 
     /// The oldest entry of the lowest-priority bucket, or nullptr.
     [[nodiscard]] Node* front() noexcept { return tree_.empty() ? nullptr : &tree_.begin()->entries.front(); }
-    /// Priority of the bucket holding `n`.
-    [[nodiscard]] Priority priority_of(const Node& n) const noexcept { return static_cast<const bucket*>(n.bucket)->priority; }
 
 private:
     static bucket& of(Node& n) noexcept {

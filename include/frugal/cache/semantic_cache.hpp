@@ -2,13 +2,20 @@
 /// @file
 /// semantic_cache: PerCache's QA bank, answers reused for semantically similar queries.
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -16,7 +23,9 @@
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/lru_policy.hpp"
 #include "frugal/retrieve/similarity_index.hpp"
+#include "frugal/core/atomic_file.hpp"
 #include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
 #include "frugal/core/memory_budget.hpp"
 
 namespace frugal::cache {
@@ -48,6 +57,18 @@ template <class Answer>
         return sizeof(Answer);
     }
 }
+
+/// Answers `semantic_cache::save` can write: trivially copyable values, or contiguous
+/// containers of them built from a pointer range (std::string, std::vector<float>).
+template <class Answer>
+concept storable_answer =
+    std::is_trivially_copyable_v<Answer> ||
+    requires(const Answer& a, const typename Answer::value_type* p) {
+        requires std::is_trivially_copyable_v<typename Answer::value_type>;
+        { a.data() } -> std::convertible_to<const typename Answer::value_type*>;
+        { a.size() } -> std::convertible_to<std::size_t>;
+        Answer(p, p);
+    };
 
 /// Weigher of QA-bank entries: 1 each (a capacity in entries), or their bytes: the embedding
 /// (dim floats), the query text, the answer and the chunk ids.
@@ -175,6 +196,127 @@ public:
     /// The entry `id` without counting an access; nullptr when evicted.
     [[nodiscard]] const entry_type* find(entry_id id) const { return entries_.peek(id); }
     bool erase(entry_id id) { return entries_.erase(id); }
+    /// Removes every entry.
+    void clear() { entries_.clear(); }
+
+    /// Writes every entry (query, answer, chunk ids, refresh floor, unit embedding) with
+    /// `write_file_atomically`: a crash leaves the old file or the new one. Recency is not
+    /// kept: a load re-inserts the entries in the file's order.
+    void save(const std::filesystem::path& path) const
+        requires detail::storable_answer<Answer> && std::is_trivially_copyable_v<ChunkId>
+    {
+        std::string out(header_bytes, '\0');
+        std::memcpy(out.data(), magic, 8);
+        put(out, 8, format_version);
+        put(out, 12, static_cast<std::uint32_t>(dim()));
+        put(out, 16, static_cast<std::uint32_t>(sizeof(ChunkId)));
+        put(out, 20, static_cast<std::uint32_t>(answer_unit));
+        put(out, 24, static_cast<std::uint64_t>(size()));
+        entries_.for_each([&](const entry_id&, const entry_type& e) {
+            append_bytes(out, e.query.data(), e.query.size());
+            out.push_back(e.answer ? '\1' : '\0');
+            if (e.answer) {
+                if constexpr (std::is_trivially_copyable_v<Answer>) {
+                    append_bytes(out, &*e.answer, 1);
+                } else {
+                    append_bytes(out, e.answer->data(), e.answer->size());
+                }
+            }
+            append_bytes(out, e.chunks.data(), e.chunks.size());
+            append(out, e.refresh_floor);
+            const auto v = index_.vector(e.slot);
+            out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+        });
+        append(out, fnv1a(std::string_view(out)));
+        write_file_atomically(path, std::string_view(out));
+    }
+
+    /// Replaces the contents with the bank saved at `path`, after validating all of it
+    /// (magic, version, dimension, id and answer element sizes, every length against the
+    /// bytes left, finite embeddings, distinct queries, a checksum). A corrupt file throws
+    /// `frugal::runtime_error` and leaves the bank unchanged. Entries beyond the capacity are
+    /// evicted by the policy as they are re-inserted.
+    void load(const std::filesystem::path& path)
+        requires detail::storable_answer<Answer> && std::is_trivially_copyable_v<ChunkId>
+    {
+        std::ifstream f(path, std::ios::binary);
+        if (!f) FRUGAL_FAIL(frugal::runtime_error, "semantic_cache::load: cannot open ", path);
+        const std::string in{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+        auto fail = [&](const auto&... why) { FRUGAL_FAIL(frugal::runtime_error, "semantic_cache::load: ", path, ": ", why...); };
+        if (in.size() < header_bytes + 8 || std::memcmp(in.data(), magic, 8) != 0) fail("not a frugal QA bank");
+        if (get<std::uint64_t>(in, in.size() - 8) != fnv1a(std::string_view(in).substr(0, in.size() - 8)))
+            fail("checksum mismatch (truncated or modified)");
+        if (get<std::uint32_t>(in, 8) != format_version) fail("format version ", get<std::uint32_t>(in, 8), " is not ", format_version);
+        if (get<std::uint32_t>(in, 12) != dim() || get<std::uint32_t>(in, 16) != sizeof(ChunkId) ||
+            get<std::uint32_t>(in, 20) != answer_unit)
+            fail("dimension / chunk id / answer element sizes ", get<std::uint32_t>(in, 12), "/", get<std::uint32_t>(in, 16), "/",
+                 get<std::uint32_t>(in, 20), " differ from this bank's ", dim(), "/", sizeof(ChunkId), "/", answer_unit);
+        const auto count = get<std::uint64_t>(in, 24);
+        const std::size_t end = in.size() - 8;
+        std::size_t at = header_bytes;
+        // Each length is checked against the bytes left before anything is allocated for it.
+        auto take_length = [&](std::size_t unit, const char* what) {
+            if (end - at < 8) fail("truncated before a ", what, " length");
+            const auto n = get<std::uint64_t>(in, at);
+            at += 8;
+            if (n > (end - at) / unit) fail(what, " length ", n, " exceeds the ", end - at, " bytes left");
+            return static_cast<std::size_t>(n);
+        };
+        if (count > (end - at) / minimum_record_bytes()) fail("entry count ", count, " exceeds what ", end - at, " bytes can hold");
+        std::vector<entry_type> loaded;
+        std::vector<std::vector<float>> embeddings;
+        loaded.reserve(static_cast<std::size_t>(count));
+        std::unordered_map<std::string, std::size_t> seen;
+        for (std::uint64_t i = 0; i < count; ++i) {
+            entry_type e;
+            const std::size_t qn = take_length(1, "query");
+            e.query.assign(in.data() + at, qn);
+            at += qn;
+            if (end - at < 1) fail("truncated in entry ", i);
+            const char has_answer = in[at++];
+            if (has_answer != 0 && has_answer != 1) fail("entry ", i, " has answer flag ", int(has_answer));
+            if (has_answer == 1) {
+                const std::size_t an = take_length(answer_unit, "answer");
+                if constexpr (std::is_trivially_copyable_v<Answer>) {
+                    if (an != 1) fail("entry ", i, " has ", an, " answers");
+                    Answer a;
+                    std::memcpy(&a, in.data() + at, sizeof(Answer));
+                    e.answer = a;
+                } else {
+                    using element = typename Answer::value_type;
+                    std::vector<element> elements(an);
+                    if (an > 0) std::memcpy(elements.data(), in.data() + at, an * sizeof(element));
+                    e.answer = Answer(elements.data(), elements.data() + an);
+                }
+                at += an * answer_unit;
+            }
+            const std::size_t cn = take_length(sizeof(ChunkId), "chunk list");
+            e.chunks.resize(cn);
+            if (cn > 0) std::memcpy(e.chunks.data(), in.data() + at, cn * sizeof(ChunkId));
+            at += cn * sizeof(ChunkId);
+            if (end - at < sizeof(float) * (dim() + 1)) fail("truncated in entry ", i);
+            e.refresh_floor = get<float>(in, at);
+            at += sizeof(float);
+            std::vector<float> v(dim());
+            std::memcpy(v.data(), in.data() + at, dim() * sizeof(float));
+            at += dim() * sizeof(float);
+            double norm = 0;
+            for (float x : v) {
+                if (!std::isfinite(x)) fail("entry ", i, " has a non-finite embedding");
+                norm += static_cast<double>(x) * x;
+            }
+            if (!(norm > 0)) fail("entry ", i, " has a zero embedding");
+            if (!seen.emplace(e.query, i).second) fail("entry ", i, " repeats the query of an earlier one");
+            loaded.push_back(std::move(e));
+            embeddings.push_back(std::move(v));
+        }
+        if (at != end) fail(end - at, " bytes after the last entry");
+        clear();
+        for (std::size_t i = 0; i < loaded.size(); ++i) {
+            entry_type& e = loaded[i];
+            insert(std::move(e.query), embeddings[i], std::move(e.answer), std::move(e.chunks), e.refresh_floor);
+        }
+    }
 
     /// Calls `f(id, entry)` for every entry, without counting accesses.
     template <class F>
@@ -196,12 +338,46 @@ public:
     [[nodiscard]] std::uint64_t misses() const noexcept { return misses_; }
 
 private:
+    static constexpr char magic[9] = "FRGQBANK";
+    static constexpr std::uint32_t format_version = 1;
+    static constexpr std::size_t header_bytes = 32;
+    static constexpr std::size_t answer_unit = [] {
+        if constexpr (std::is_trivially_copyable_v<Answer>) {
+            return sizeof(Answer);
+        } else if constexpr (requires { typename Answer::value_type; }) {
+            return sizeof(typename Answer::value_type);
+        } else {
+            return std::size_t{0};
+        }
+    }();
+    [[nodiscard]] std::size_t minimum_record_bytes() const noexcept { return 8 + 1 + 8 + sizeof(float) * (dim() + 1); }
+    template <class T>
+    static void put(std::string& s, std::size_t off, T v) noexcept {
+        std::memcpy(s.data() + off, &v, sizeof(T));
+    }
+    template <class T>
+    static void append(std::string& s, T v) {
+        s.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    }
+    template <class T>
+    static void append_bytes(std::string& s, const T* p, std::size_t n) {
+        append(s, static_cast<std::uint64_t>(n));
+        if (n > 0) s.append(reinterpret_cast<const char*>(p), n * sizeof(T));
+    }
+    template <class T>
+    static T get(const std::string& s, std::size_t off) noexcept {
+        T v;
+        std::memcpy(&v, s.data() + off, sizeof(T));
+        return v;
+    }
+
     semantic_cache(std::size_t capacity, detail::qa_weigher weigher, double tau_query, Index index)
         : entries_(capacity, weigher), index_(std::move(index)), unit_(index_.dim()) {
         set_tau(tau_query);
-        // A replaced entry (set_answer) stays, with its slot and text.
+        // A replaced entry (set_answer) stays, with its slot and text; at destruction the
+        // index and the text map go with the bank.
         entries_.set_eviction_callback([this](const entry_id&, entry_type& e, eviction_reason why) {
-            if (why != eviction_reason::replaced) forget(e);
+            if (why != eviction_reason::replaced && why != eviction_reason::destroyed) forget(e);
         });
     }
     std::size_t take_slot() {
@@ -226,6 +402,93 @@ private:
     entry_id next_id_ = 0;
     double tau_ = 0;
     std::uint64_t misses_ = 0;
+};
+
+/// A thread-safe QA bank: a `semantic_cache` behind one mutex, whose lookups return copies
+/// (the entry may be evicted by another thread as soon as the lock is released). Every call
+/// may come from any thread.
+/// @code
+/// frugal::cache::synchronized_semantic_cache<std::string> bank(1000, 384, 0.9);
+/// if (auto hit = bank.lookup(text, embedding); hit && hit->entry.answer) return *hit->entry.answer;
+/// bank.insert(text, embedding, reply);
+/// @endcode
+template <class Answer, class ChunkId = std::uint32_t, class Index = retrieve::flat_similarity_index<>, class Policy = lru_policy>
+class synchronized_semantic_cache {
+public:
+    using bank_type = semantic_cache<Answer, ChunkId, Index, Policy>;
+    using entry_id = typename bank_type::entry_id;
+    using entry_type = typename bank_type::entry_type;
+
+    /// A lookup result with a copy of the entry.
+    struct hit {
+        entry_id id;
+        entry_type entry;
+        float similarity;
+        bool exact;
+    };
+
+    /// Takes the arguments of any `semantic_cache` constructor.
+    template <class... Args>
+    explicit synchronized_semantic_cache(Args&&... args) : bank_(std::forward<Args>(args)...) {}
+
+    [[nodiscard]] std::optional<hit> lookup(std::string_view query, std::span<const float> embedding) {
+        std::lock_guard lock(mutex_);
+        auto h = bank_.lookup(query, embedding);
+        if (!h) return std::nullopt;
+        return hit{h->id, *h->entry, h->similarity, h->exact};
+    }
+    std::optional<entry_id> insert(std::string query, std::span<const float> embedding, std::optional<Answer> answer = std::nullopt,
+                                   std::vector<ChunkId> chunks = {},
+                                   float refresh_floor = std::numeric_limits<float>::infinity()) {
+        std::lock_guard lock(mutex_);
+        return bank_.insert(std::move(query), embedding, std::move(answer), std::move(chunks), refresh_floor);
+    }
+    bool set_answer(entry_id id, Answer answer) {
+        std::lock_guard lock(mutex_);
+        return bank_.set_answer(id, std::move(answer));
+    }
+    /// A copy of entry `id`, or nullopt when evicted.
+    [[nodiscard]] std::optional<entry_type> find(entry_id id) const {
+        std::lock_guard lock(mutex_);
+        const entry_type* e = bank_.find(id);
+        return e == nullptr ? std::nullopt : std::optional<entry_type>(*e);
+    }
+    bool erase(entry_id id) {
+        std::lock_guard lock(mutex_);
+        return bank_.erase(id);
+    }
+    void set_tau(double tau_query) {
+        std::lock_guard lock(mutex_);
+        bank_.set_tau(tau_query);
+    }
+    [[nodiscard]] std::size_t size() const {
+        std::lock_guard lock(mutex_);
+        return bank_.size();
+    }
+    [[nodiscard]] cache_stats stats() const {
+        std::lock_guard lock(mutex_);
+        return bank_.stats();
+    }
+    /// See `semantic_cache::save`; other threads wait while the bank is serialized.
+    void save(const std::filesystem::path& path) const {
+        std::lock_guard lock(mutex_);
+        bank_.save(path);
+    }
+    /// See `semantic_cache::load`.
+    void load(const std::filesystem::path& path) {
+        std::lock_guard lock(mutex_);
+        bank_.load(path);
+    }
+    /// Calls `f(bank)` under the lock, for anything the wrapper does not forward.
+    template <class F>
+    decltype(auto) with_lock(F&& f) {
+        std::lock_guard lock(mutex_);
+        return std::forward<F>(f)(bank_);
+    }
+
+private:
+    mutable std::mutex mutex_;
+    bank_type bank_;
 };
 
 }  // namespace frugal::cache

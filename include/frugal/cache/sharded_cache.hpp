@@ -3,6 +3,7 @@
 /// sharded_cache: an opt-in thread-safe wrapper of any frugal cache, by lock striping.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -33,13 +34,16 @@ public:
     using mapped_type = typename Cache::mapped_type;
 
     /// `capacity` split evenly over `shards` (the remainder to the first ones); each shard
-    /// gets at least 1.
-    sharded_cache(std::size_t capacity, std::size_t shards, Hash hash = {}) : hash_(std::move(hash)) {
+    /// gets at least 1. `cache_args` (a weigher, ...) follow the capacity in each shard's
+    /// constructor.
+    template <class... CacheArgs>
+    sharded_cache(std::size_t capacity, std::size_t shards, Hash hash = {}, const CacheArgs&... cache_args)
+        : hash_(std::move(hash)) {
         FRUGAL_CHECK(shards > 0, "sharded_cache: 0 shards");
         FRUGAL_CHECK(capacity >= shards, "sharded_cache: capacity ", capacity, " is below the shard count ", shards);
         shards_.reserve(shards);
         for (std::size_t s = 0; s < shards; ++s)
-            shards_.push_back(std::make_unique<shard>(capacity / shards + (s < capacity % shards ? 1 : 0)));
+            shards_.push_back(std::make_unique<shard>(capacity / shards + (s < capacity % shards ? 1 : 0), cache_args...));
     }
 
     /// A copy of the value of `key` (a hit counts as an access), or nullopt.
@@ -115,13 +119,21 @@ public:
     [[nodiscard]] std::size_t shard_count() const noexcept { return shards_.size(); }
 
 private:
-    struct shard {
-        explicit shard(std::size_t capacity) : cache(capacity) {}
+    // Each shard on its own cache lines: two threads working on neighbouring shards do not
+    // bounce one line between their cores.
+    struct alignas(64) shard {
+        template <class... CacheArgs>
+        explicit shard(std::size_t capacity, const CacheArgs&... cache_args) : cache(capacity, cache_args...) {}
         mutable std::mutex mutex;
         Cache cache;
     };
+    // The shard comes from another mix of the key's hash than the one each shard's index
+    // uses (hash_mix): with the same bits choosing both, a shard's keys would share their low
+    // bucket bits and crowd a fraction of its buckets. Multiply-shift maps the top 32 bits
+    // onto any shard count.
     shard& shard_of(const key_type& key) {
-        return *shards_[(hash_mix(hash_(key)) >> 7) % shards_.size()];
+        const std::uint64_t h = hash_combine(static_cast<std::uint64_t>(hash_(key)), 0x5851F42D4C957F2Dull) >> 32;
+        return *shards_[static_cast<std::size_t>((h * shards_.size()) >> 32)];
     }
 
     [[no_unique_address]] Hash hash_;

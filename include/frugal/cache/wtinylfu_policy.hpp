@@ -16,15 +16,21 @@ namespace frugal::cache {
 /// W-TinyLFU (Einziger, Friedman and Manes, ACM ToS 2017): new entries enter a small LRU
 /// window (1% of the capacity by default); an entry leaving the window competes with the
 /// main region's victim and is admitted only if its estimated frequency (a
-/// `count_min_sketch`, or any `Sketch` with increment/estimate on hashes) is higher. The main
-/// region is a segmented LRU (20% probation, 80% protected). Scan resistant: a cyclic scan
-/// larger than the cache keeps most of the main region instead of LRU's 0% hits.
+/// `count_min_sketch`, or any `Sketch` with increment/estimate on hashes, capacity() and
+/// resize(entries)) is higher. The main region is a segmented LRU (20% probation, 80%
+/// protected). Scan resistant: a cyclic scan larger than the cache keeps most of the main
+/// region instead of LRU's 0% hits.
+///
+/// The sketch is sized by entries, not by capacity units: at most 65536 entries at first,
+/// doubled (and reset, as Caffeine does) whenever the resident entries outgrow it, so a byte
+/// budget costs counters per entry held, never per byte.
 ///
 /// With `Adaptive`, the window size is tuned online by hill climbing on the hit ratio, as
-/// Caffeine does: every sample of 10 x capacity requests (at least 1000), the window moves by
-/// a step (6.25% of the capacity at first) in the direction that last raised the hit ratio,
-/// reverses when it fell, and the step decays by 0.98 per sample unless the hit ratio moved
-/// by 5 points or more (then it restarts at 6.25%). The window stays within [1, capacity - 1].
+/// Caffeine does: every sample of 10 requests per entry the cache has held at most (at least
+/// 1000 requests), the window moves by a step (6.25% of the capacity at first, in capacity
+/// units) in the direction that last raised the hit ratio, reverses when it fell, and the step
+/// decays by 0.98 per sample unless the hit ratio moved by 5 points or more (then it restarts
+/// at 6.25%). The window stays within [1, capacity - 1].
 /// @code
 /// frugal::cache::wtinylfu_cache<std::uint64_t, int> c(1000);
 /// frugal::cache::basic_cache<int, int, frugal::cache::wtinylfu_policy<>> d(1000, {}, {}, {}, 0.05);  // 5% window
@@ -41,8 +47,10 @@ struct wtinylfu_policy {
     template <class Node>
     class state {
     public:
+        static constexpr std::size_t initial_sketch_entries = 65536;
+
         explicit state(std::size_t capacity, double window_fraction = 0.01)
-            : window_fraction_(window_fraction), sketch_(capacity) {
+            : window_fraction_(window_fraction), sketch_(std::min(capacity, initial_sketch_entries)) {
             FRUGAL_CHECK(window_fraction > 0.0 && window_fraction < 1.0,
                          "wtinylfu_policy: window fraction ", window_fraction, " is outside (0, 1)");
             set_limits(capacity);
@@ -50,6 +58,7 @@ struct wtinylfu_policy {
         }
         void admit(Node& n, double /*cost*/) {
             if constexpr (Adaptive) record(false);
+            count_in();
             sketch_.increment(n.hash);
             n.where = segment::window;
             window_.push_back(n);
@@ -73,10 +82,16 @@ struct wtinylfu_policy {
                     break;
             }
         }
-        void remove(Node& n) noexcept { list(n.where).erase(n); }
-        void reattach(Node& n) noexcept { list(n.where).push_back(n); }
-        void replace(Node& n, double /*cost*/) {  // back in its segment, then one access
+        void remove(Node& n) noexcept {
+            list(n.where).erase(n);
+            --entries_;
+        }
+        void reattach(Node& n) {
             list(n.where).push_back(n);
+            count_in();
+        }
+        void replace(Node& n, double /*cost*/) {  // back in its segment, then one access
+            reattach(n);
             touch(n);
         }
         void evict(Node& n) noexcept { remove(n); }
@@ -107,6 +122,13 @@ struct wtinylfu_policy {
         [[nodiscard]] std::size_t window_capacity() const noexcept { return window_max_; }
 
     private:
+        // Counts an entry in; the sketch grows (and resets) when the entries outgrow it.
+        void count_in() {
+            peak_entries_ = std::max(peak_entries_, ++entries_);
+            const std::size_t held = std::min(peak_entries_, capacity_);  // beyond: a newcomer on trial
+            if (held > sketch_.capacity() && sketch_.capacity() < count_min_sketch::max_capacity)
+                sketch_.resize(std::min(2 * held, capacity_));
+        }
         void set_limits(std::size_t capacity) {
             capacity_ = capacity;
             window_size_ = std::max(1.0, static_cast<double>(capacity) * window_fraction_);
@@ -120,7 +142,9 @@ struct wtinylfu_policy {
         // Hill climbing: one request (a hit or a miss followed by an admission) per call.
         void record(bool hit) {
             sample_hits_ += hit ? 1 : 0;
-            const auto sample = std::max<std::uint64_t>(1000, 10 * static_cast<std::uint64_t>(capacity_));
+            // Entries beyond the capacity are admissions about to be decided, not held ones.
+            const auto held = std::min(peak_entries_, capacity_);
+            const auto sample = std::max<std::uint64_t>(1000, 10 * static_cast<std::uint64_t>(held));
             if (++sample_requests_ < sample) return;
             const double rate = static_cast<double>(sample_hits_) / static_cast<double>(sample_requests_);
             const double change = rate - previous_rate_;
@@ -137,6 +161,7 @@ struct wtinylfu_policy {
         }
         double window_fraction_, window_size_ = 1;
         std::size_t capacity_ = 0, window_max_ = 0, main_max_ = 0, protected_max_ = 0;
+        std::size_t entries_ = 0, peak_entries_ = 0;           // entries held (the sketch's size)
         std::uint64_t sample_hits_ = 0, sample_requests_ = 0;  // hill climbing (Adaptive)
         double previous_rate_ = 0, step_ = 0;
         Sketch sketch_;
@@ -149,6 +174,7 @@ struct wtinylfu_policy {
 /// frugal::cache::basic_cache<int, int, frugal::cache::adaptive_wtinylfu_policy> c(1000);
 /// @endcode
 using adaptive_wtinylfu_policy = wtinylfu_policy<count_min_sketch, true>;
+static_assert(cache_policy<wtinylfu_policy<>> && cache_policy<adaptive_wtinylfu_policy>);
 
 /// A W-TinyLFU cache of `capacity` weight units (entries by default).
 /// @code

@@ -80,7 +80,7 @@ private:
         if (at == first_.end()) return;
         for (const auto& p : std::span(predictions_).subspan(at->second * k_, k_)) {  // sample
             if (p.prob < config_.min_prob || tree_.size() >= config_.max_nodes) return;
-            const std::int32_t node = tree_.push(parent, p.token);
+            const std::int32_t node = tree_.push(parent, p.token, p.prob);
             if (depth < config_.max_depth) grow(p.token, node, depth + 1);
         }
     }

@@ -1,160 +1,174 @@
 #pragma once
 /// @file
-/// Retrieval drafter over two suffix automata (CoordGen 2.2/4.1, SAM-Decoding): the
-/// request's own context and a persistent history of past outputs. Chain drafts up to K
-/// tokens; tree drafts of the most probable continuations within a token budget.
+/// Retrieval drafter over suffix automata (CoordGen 2.2/4.1, SAM-Decoding, SuffixDecoding):
+/// the request's own context and the live history of past outputs. Chain drafts and tree
+/// drafts whose nodes carry probabilities, with a length that follows the evidence.
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "frugal/core/error.hpp"
+#include "frugal/draft/history.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 #include "frugal/draft/verify.hpp"
 
 namespace frugal::draft {
 
-/// Drafting policy. The defaults are the ones `frugal-bench draft` reports
-/// (docs/drafting.md explains each choice).
+/// Drafting policy. docs/drafting.md explains the probability model and how the defaults
+/// were measured.
 struct drafter_config {
-    std::size_t max_draft = 10;      ///< K: longest chain draft, deepest tree path
-    std::size_t tree_budget = 64;    ///< most nodes in a tree draft
-    std::uint32_t min_match = 1;     ///< shortest suffix match allowed to draft
-    /// A source whose match is shorter than the other source's by more than this is
-    /// ignored (a much longer match is much stronger evidence, as SAM-Decoding chooses).
-    std::uint32_t match_margin = 8;
-    double context_weight = 2.0;     ///< weight of the context against the history (1) when both match
-    /// Pseudo-count of "a continuation never seen": a token's probability at a node is
-    /// count / (total + escape), so evidence from few occurrences decays with depth.
-    double escape = 1.0;
-    /// Chain drafts stop once the estimated probability of the whole path drops below this.
+    std::size_t max_draft = 32;      ///< chain: most tokens in a chain draft (K)
+    std::size_t tree_depth = 64;     ///< tree: deepest path of a tree draft
+    std::size_t tree_budget = 64;    ///< tree: most nodes in a tree draft
+    std::uint32_t min_match = 1;     ///< shortest suffix match a source drafts from
+    /// Evidence scale of the context (prompt plus accepted tokens): a match of length l
+    /// whose continuations were seen n times in all predicts a continuation seen c times
+    /// with probability c / (n + context_escape / l).
+    double context_escape = 2.0;
+    /// The same for the history of past outputs, where short matches are weaker evidence.
+    double history_escape = 8.0;
+    /// No node is drafted whose path probability (the product of the probabilities from
+    /// the root) is below this: it sets how far a draft goes on thin evidence.
     double min_path_score = 0.002;
     /// A match state with more continuations than this is not drafted from: its
     /// probability is spread over too many tokens to pay for scanning them (this keeps a
     /// step's cost independent of the vocabulary).
     std::size_t max_fanout = 64;
-    /// Also draft from each match's suffix-link back-off (the next shorter match, with more
-    /// occurrences). It adds 0.4% (chain) and 2.6% (tree) MAT on the bundled file; its states
-    /// are the frequent, scattered ones, so past the caches each step pays a few more
-    /// memory round trips (docs/drafting.md, scaling). Off: the step cost stays flat.
+    /// Also draft from each match's suffix-link back-off (the next shorter match, with
+    /// more occurrences), which gets the probability mass the longer match leaves.
     bool backoff = true;
     std::uint64_t vocab_size = 0;    ///< tokens must lie in [0, vocab_size); 0: any non-negative value
 };
 
-/// A drafter over the request's context (prompt plus accepted tokens, an automaton it
-/// owns) and an optional history automaton of past outputs (CoordGen's history
-/// similarity; owned by the caller, read-only while a request runs).
+/// A request's drafter: its context (prompt plus accepted tokens, an automaton it owns) and
+/// the newest snapshot of an optional `live_history`. Movable, so an engine can keep one per
+/// request in any container (`speculator` does).
 ///
 /// Feed it the prompt with `begin()` and every accepted token (bonus included) with
-/// `accept()`: amortized O(1) per token. Drafting looks at four sources: the longest
-/// suffix match in the context and in the history and, for each, its suffix-link
-/// back-off (the next shorter match, with more occurrences). A continuation token's
-/// probability is the weighted mix, over the sources, of its share of the occurrence
-/// counts there. `chain()` follows the most probable token up to `max_draft` deep while
-/// the path probability stays above `min_path_score`, so its length adapts to the
-/// evidence; `tree()` expands the most probable paths best-first within `tree_budget`
-/// nodes. Neither does work that grows with the context length (docs/drafting.md,
-/// scaling, says where the memory misses of a long context come from).
+/// `accept()`: amortized O(1) per token. Each draft first moves to the history's newest
+/// snapshot if there is one (an atomic load when there is none), then consults up to eight
+/// sources: the longest suffix match in the context and in each history generation, each
+/// one's suffix-link back-off, and two resume points of a copy that broke off. A source whose match has length l and whose
+/// continuations were seen n times in all predicts a continuation seen c times with
+/// probability c / (n + escape / l): long matches and frequent agreeing continuations are
+/// strong evidence, short or ambiguous ones weak. The sources are consulted from the
+/// strongest (largest l / escape) down, each getting the probability the previous ones
+/// left (their escape), so a node's children's probabilities sum to at most 1. Deeper in a
+/// draft the match is longer by the drafted tokens, so a long copy gets more, not less,
+/// confident. `chain()` follows the most probable token, `tree()` expands the most probable
+/// paths best-first; both stop below `min_path_score`.
 /// @code
-/// frugal::draft::drafter<int> d({.max_draft = 8});
+/// frugal::draft::drafter<int> d({.max_draft = 16}, &history);
 /// d.begin(prompt);
 /// while (!done) {
-///     auto draft = d.chain();                                   // verify with the model
-///     auto r = frugal::draft::verify_chain<int>(draft, model_argmax);
-///     d.accept(draft.first(r.accepted)); d.accept(r.bonus);
+///     const auto& draft = d.chain();                                // verify with the model
+///     auto r = frugal::draft::verify_chain<int>(draft.tokens, model_argmax);
+///     d.accept(std::span(draft.tokens).first(r.accepted)); d.accept(r.bonus);
 /// }
 /// @endcode
 template <std::integral Token>
 class drafter {
 public:
-    /// A drafter with `config` and, optionally, a history automaton that must outlive it.
-    explicit drafter(drafter_config config = {}, const suffix_automaton<Token>* history = nullptr)
-        : config_(config), history_(history), hist_matcher_(history ? *history : context_) {
+    /// A drafter with `config` and, optionally, a history that must outlive it.
+    explicit drafter(drafter_config config = {}, const live_history<Token>* history = nullptr)
+        : config_(config), history_(history) {
         FRUGAL_CHECK(config_.max_draft >= 1, "drafter: max_draft must be >= 1, got ", config_.max_draft);
-        FRUGAL_CHECK(config_.tree_budget >= 1, "drafter: tree_budget must be >= 1, got ", config_.tree_budget);
+        FRUGAL_CHECK(config_.tree_depth >= 1, "drafter: tree_depth must be >= 1, got ", config_.tree_depth);
+        FRUGAL_CHECK(config_.tree_budget >= 1 && config_.tree_budget <= max_tree_budget,
+                     "drafter: tree_budget must be in [1, ", max_tree_budget, "], got ", config_.tree_budget);
         FRUGAL_CHECK(config_.min_match >= 1, "drafter: min_match must be >= 1, got ", config_.min_match);
-        FRUGAL_CHECK(config_.context_weight > 0, "drafter: context_weight must be > 0, got ", config_.context_weight);
-        FRUGAL_CHECK(config_.escape >= 0, "drafter: escape must be >= 0, got ", config_.escape);
+        FRUGAL_CHECK(std::isfinite(config_.context_escape) && config_.context_escape > 0,
+                     "drafter: context_escape must be finite and > 0, got ", config_.context_escape);
+        FRUGAL_CHECK(std::isfinite(config_.history_escape) && config_.history_escape > 0,
+                     "drafter: history_escape must be finite and > 0, got ", config_.history_escape);
         FRUGAL_CHECK(config_.min_path_score >= 0 && config_.min_path_score < 1,
                      "drafter: min_path_score must be in [0, 1), got ", config_.min_path_score);
     }
 
+    drafter(drafter&&) noexcept = default;
+    drafter& operator=(drafter&&) noexcept = default;
     drafter(const drafter&) = delete;
     drafter& operator=(const drafter&) = delete;
 
-    /// Starts a request: the context becomes `prompt`; the history is matched afresh.
+    /// Starts a request: the context becomes `prompt`, matched against the newest history.
     /// @code
     /// drafter.begin(prompt_tokens);
     /// @endcode
     void begin(std::span<const Token> prompt) {
+        for (Token t : prompt) check_token(t);
         context_.clear();
-        hist_matcher_.reset();
         context_.reserve(prompt.size() + 1024);
-        accept(prompt);
+        snapshot_.reset();
+        for (auto& m : matchers_) m.reset();
+        prompt_size_ = prompt.size();
+        resume_ = {};
+        context_.append(prompt);
+        refresh();
     }
 
     /// Appends accepted tokens (never rejected draft tokens) to the context.
     /// @code
-    /// drafter.accept(draft.first(result.accepted)); drafter.accept(result.bonus);
+    /// drafter.accept(std::span(draft.tokens).first(result.accepted)); drafter.accept(result.bonus);
     /// @endcode
     void accept(std::span<const Token> tokens) {
         for (Token t : tokens) check_token(t);
+        track_resume(tokens);
         context_.append(tokens);  // one batch: shared suffix-link paths are updated once
-        if (history_ != nullptr) hist_matcher_.advance(tokens);
+        for (auto& m : matchers_)
+            if (m) m->advance(tokens);
     }
     /// Appends one accepted token.
-    void accept(Token token) {
-        check_token(token);
-        context_.append(token);  // also finds the longest suffix that occurred before
-        if (history_ != nullptr) hist_matcher_.advance(token);
-    }
+    void accept(Token token) { accept(std::span<const Token>(&token, 1)); }
 
-    /// A chain draft of at most `max_draft` tokens: the most probable continuation, cut
-    /// where the path probability falls below `min_path_score` (empty when no suffix of
-    /// length >= `min_match` occurred before). The span stays valid until the next call.
+    /// A chain draft of at most `max_draft` tokens: the most probable token at each step,
+    /// while the path probability stays at or above `min_path_score` (empty when nothing
+    /// matches). A path: `parents[i] == i - 1`. Valid until the next draft call.
     /// @code
-    /// std::span<const int> draft = drafter.chain();
+    /// std::span<const int> tokens = drafter.chain().tokens;
     /// @endcode
-    [[nodiscard]] std::span<const Token> chain() {
-        chain_.clear();
+    [[nodiscard]] const draft_tree<Token>& chain() {
+        refresh();
+        draft_.clear();
+        cursors_.clear();
         cursor at = root_cursor();
         double path = 1.0;
         for (std::size_t depth = 0; depth < config_.max_draft; ++depth) {
-            double best = -1;
-            Token best_token{};
-            cursor best_next;
-            expand(at, path, [&](Token token, double score, const cursor& next) {
-                if (score <= best) return;
-                best = score;
-                best_token = token;
-                best_next = next;
-            });
-            if (best < config_.min_path_score) break;
-            chain_.push_back(best_token);
-            path = best;
-            at = best_next;
+            gather(at, path);
+            const auto best = std::max_element(merged_.begin(), merged_.end(),
+                                               [](const weighted& a, const weighted& b) { return a.p < b.p; });
+            if (best == merged_.end() || path * best->p < threshold()) break;
+            draft_.push(static_cast<std::int32_t>(depth) - 1, best->token, best->p);
+            path *= best->p;
+            at = step(at, best->token);
         }
-        return chain_;
+        return draft_;
     }
 
-    /// A tree draft of at most `tree_budget` nodes and depth `max_draft`: the most probable
-    /// paths, expanded best-first, flattened as a parent-index array (`draft_tree`). The
-    /// reference stays valid until the next call.
+    /// A tree draft of at most `tree_budget` nodes and depth `tree_depth`: the most probable
+    /// paths, expanded best-first, flattened as a parent-index array (`draft_tree`). Nodes
+    /// come in order of decreasing path probability, so the first m nodes are the best
+    /// m-node tree. Valid until the next draft call.
     /// @code
-    /// const auto& t = drafter.tree();  // t.tokens, t.parents -> tree-attention mask
+    /// const auto& t = drafter.tree();  // t.tokens, t.parents -> tree-attention mask; t.score
     /// @endcode
     [[nodiscard]] const draft_tree<Token>& tree() { return grow_tree(nullptr); }
 
     /// A tree draft that also holds the nodes of `extra`, another source's tree rooted
     /// after the last accepted token: CoordGen 3.3's calibrated tree
     /// (`calibrated_source::tree(last token)`), or kept segments of draft reuse. `extra`'s
-    /// nodes come first (in its order, as many as `tree_budget` allows), then the
-    /// automaton's best-first expansion fills the rest of the budget; a path both sources
-    /// offer appears once, and the automaton keeps expanding below it.
+    /// nodes come first (in its order, as many as `tree_budget` allows, with `extra`'s
+    /// probabilities, or 0 where it has none), then the best-first expansion fills the rest;
+    /// a path both offer appears once, and the expansion continues below it.
     /// @code
     /// frugal::draft::calibrated_source<int> cal(prompt, prefill_topk, k);   // after the prefill
     /// const auto& t = drafter.tree(cal.tree(last_token));
@@ -173,89 +187,276 @@ public:
 
     /// The context automaton (prompt plus accepted tokens).
     [[nodiscard]] const suffix_automaton<Token>& context() const noexcept { return context_; }
+    /// The tokens accepted since `begin` (the request's output so far).
+    [[nodiscard]] std::span<const Token> output() const noexcept { return context_.text().subspan(prompt_size_); }
     /// Length of the current suffix match in the context (0: none).
     [[nodiscard]] std::uint32_t context_match() const noexcept { return context_.repeat_length(); }
-    /// Length of the current suffix match in the history (0: none or no history).
-    [[nodiscard]] std::uint32_t history_match() const noexcept { return history_ ? hist_matcher_.length() : 0; }
+    /// Length of the longest current suffix match in the history snapshot in use (0: none).
+    [[nodiscard]] std::uint32_t history_match() const noexcept {
+        std::uint32_t l = 0;
+        for (const auto& m : matchers_)
+            if (m) l = std::max(l, m->length());
+        return l;
+    }
+    /// The history snapshot in use (null without a history).
+    [[nodiscard]] const std::shared_ptr<const history_snapshot<Token>>& snapshot() const noexcept { return snapshot_; }
     /// The configuration.
     [[nodiscard]] const drafter_config& config() const noexcept { return config_; }
 
+    /// Largest `tree_budget` (node indices are 32-bit).
+    static constexpr std::size_t max_tree_budget = std::size_t{1} << 30;
+
 private:
-    // Sources: 0 context match, 1 history match, 2 and 3 their suffix-link back-offs.
-    static constexpr std::size_t sources = 4;
+    // Slots: 0 context, 1 young history, 2 old history; 3..5 their suffix-link back-offs;
+    // 6 and 7 the context's resume points (insertion, substitution).
+    static constexpr std::size_t automata = 3, slots = 2 * automata + 2;
+    static constexpr std::size_t resume_slot = 2 * automata;
+    // A copy that breaks off after at least this many matched tokens leaves resume points.
+    static constexpr std::uint32_t resume_min = 8;
+    // A source left less than this share of the probability by the stronger ones is not
+    // read: it could move no token's probability by more, and on a large history each
+    // source read costs a cache miss per node.
+    static constexpr double min_source_mass = 0.01;
+    // A resume point not followed within this many accepted tokens is dropped.
+    static constexpr std::uint32_t resume_wait = 32;
+    struct resume_point {
+        state_id state = no_state;
+        std::uint32_t matched = 0;   // length of the matched string (to follow splits)
+        std::uint32_t evidence = 0;  // tokens confirmed since the break, plus one
+        std::uint32_t waited = 0;
+        bool followed = false;
+    };
+    // A new generation outside a matcher's lineage is matched against this many of the
+    // context's last tokens (a longer match is found again as it continues).
+    static constexpr std::size_t rematch_window = 256;
+    // A carried-over match shorter than this is also looked for afresh over as many tokens.
+    static constexpr std::size_t regrow_window = 32;
+
+    // Where each source stands after a draft path: at a state of its automaton or, once the
+    // matched string occurs only once, at that occurrence in the text, whose continuation is
+    // then read contiguously instead of state by state (the same counts: one occurrence,
+    // one continuation).
     struct cursor {
-        std::array<state_id, sources> state{no_state, no_state, no_state, no_state};
+        std::array<state_id, slots> state{};        // no_state: text mode
+        std::array<std::uint32_t, slots> length{};  // match length (the evidence); 0: inactive
+        std::array<std::uint32_t, slots> end{};     // text mode: end of the single occurrence
+        std::array<std::uint32_t, slots> stop{};    // text mode: end of its document
+    };
+    struct weighted {
+        Token token;
+        double p;
     };
     struct candidate {
         double score;
+        double p;
         std::int32_t parent;
         Token token;
-        std::size_t depth;
-        cursor next;
+        std::uint32_t depth;
         bool operator<(const candidate& o) const noexcept { return score < o.score; }
     };
 
-    [[nodiscard]] const suffix_automaton<Token>& source(std::size_t i) const noexcept {
-        return i % 2 == 0 ? context_ : *history_;
+    [[nodiscard]] const suffix_automaton<Token>& automaton(std::size_t slot) const noexcept {
+        if (slot >= resume_slot) return context_;
+        const std::size_t a = slot % automata;
+        if (a == 0) return context_;
+        return a == 1 ? snapshot_->young_generation().automaton : snapshot_->old_generation().automaton;
+    }
+    [[nodiscard]] double escape(std::size_t slot) const noexcept {
+        return slot >= resume_slot || slot % automata == 0 ? config_.context_escape : config_.history_escape;
+    }
+    [[nodiscard]] double threshold() const noexcept {
+        return std::max(config_.min_path_score, std::numeric_limits<double>::min());
+    }
+
+    // Moves to the history's newest snapshot: a generation of the same lineage keeps the
+    // match (it only grew; a short one is also looked for afresh), another is matched
+    // afresh over the last rematch_window tokens.
+    void refresh() {
+        if (history_ == nullptr || (snapshot_ && snapshot_->version() == history_->version())) return;
+        auto next = history_->snapshot();
+        for (std::size_t g = 1; g < automata; ++g) {
+            const auto& gen = g == 1 ? next->young_generation() : next->old_generation();
+            const auto* before = snapshot_ ? (g == 1 ? &snapshot_->young_generation() : &snapshot_->old_generation())
+                                           : nullptr;
+            auto& m = matchers_[g];
+            const auto text = context_.text();
+            if (m && before != nullptr && before->lineage == gen.lineage) {
+                m->rebind(gen.automaton);
+                if (m->length() >= regrow_window) continue;
+                // The new documents may hold a longer match than the one carried over.
+                suffix_matcher<Token> fresh(gen.automaton);
+                fresh.advance(text.last(std::min(text.size(), regrow_window)));
+                if (fresh.length() > m->length()) m = fresh;
+            } else {
+                m.emplace(gen.automaton);
+                m->advance(text.last(std::min(text.size(), rematch_window)));
+            }
+        }
+        snapshot_ = std::move(next);
+    }
+
+    // Puts `slot` of `c` at state `s` with match length `length` (text mode when the
+    // matched string occurs once).
+    void enter(cursor& c, std::size_t slot, state_id s, std::uint32_t length) const {
+        const auto& sam = automaton(slot);
+        c.length[slot] = length;
+        c.state[slot] = s;
+        if (sam.count(s) != 1) return;
+        const std::uint32_t e = sam.last_end(s);
+        c.state[slot] = no_state;
+        c.end[slot] = e;
+        c.stop[slot] = static_cast<std::uint32_t>(e + 1 + sam.continuation(e, sam.size()).size());
     }
 
     [[nodiscard]] cursor root_cursor() {
         cursor root;
-        const std::uint32_t lc = context_.repeat_length();
-        const std::uint32_t lh = history_ != nullptr ? hist_matcher_.length() : 0;
-        if (lc >= config_.min_match && lc + config_.match_margin >= lh) root.state[0] = context_.repeat_state();
-        if (lh >= config_.min_match && lh + config_.match_margin >= lc) root.state[1] = hist_matcher_.state();
-        for (std::size_t i = 2; i < sources && config_.backoff; ++i) {
-            if (root.state[i - 2] == no_state) continue;
-            const state_id up = source(i).link(root.state[i - 2]);
-            if (source(i).length(up) >= config_.min_match) root.state[i] = up;
+        auto use = [&](std::size_t slot, state_id s, std::uint32_t length) {
+            if (length < config_.min_match) return;
+            enter(root, slot, s, length);
+            if (!config_.backoff) return;
+            const auto& sam = automaton(slot);
+            const state_id up = sam.link(s);
+            if (up != no_state && sam.length(up) >= config_.min_match) enter(root, slot + automata, up, sam.length(up));
+        };
+        use(0, context_.repeat_state(), context_.repeat_length());
+        for (std::size_t g = 1; g < automata; ++g)
+            if (matchers_[g]) use(g, matchers_[g]->state(), matchers_[g]->length());
+        for (std::size_t r = 0; r < resume_.size(); ++r) {
+            resume_point& h = resume_[r];
+            if (h.state == no_state) continue;
+            while (h.state != suffix_automaton<Token>::root && h.matched <= context_.length(context_.link(h.state)))
+                h.state = context_.link(h.state);  // follow splits made by later appends
+            enter(root, resume_slot + r, h.state, h.evidence);
         }
         return root;
     }
 
-    // Calls sink(token, score * p(token), cursor after token) for each continuation of `at`,
-    // p(token) = sum_j w_j count_j(token) / (total_j + escape) / sum_j w_j.
-    template <class Sink>
-    void expand(const cursor& at, double score, Sink&& sink) const {
-        std::array<double, sources> total{}, weight{};
-        double weight_sum = 0;
-        for (std::size_t i = 0; i < sources; ++i) {
-            if (at.state[i] == no_state) continue;
-            const auto& sam = source(i);
-            if (sam.transition_count(at.state[i]) > config_.max_fanout) continue;
-            sam.for_each_transition(at.state[i], [&](Token, state_id child) { total[i] += sam.count(child); });
-            if (total[i] == 0) continue;
-            weight[i] = i % 2 == 0 ? config_.context_weight : 1.0;
-            weight_sum += weight[i];
-        }
-        if (weight_sum == 0) return;
-        for (std::size_t i = 0; i < sources; ++i) {
-            if (weight[i] == 0) continue;
-            source(i).for_each_transition(at.state[i], [&](Token token, state_id) {
-                cursor next;
-                double p = 0;
-                for (std::size_t j = 0; j < sources; ++j) {
-                    if (weight[j] == 0) continue;
-                    const state_id child = source(j).next(at.state[j], token);
-                    if (child == no_state) continue;
-                    if (j < i) return;  // already offered from an earlier source
-                    next.state[j] = child;
-                    p += weight[j] * source(j).count(child) / (total[j] + config_.escape);
+    // Resume points: when the context's copy breaks off after a long match (the model
+    // edits what it copies), the copy often resumes where it left off (an insertion) or one
+    // token later (a substitution). Both are kept, advanced by the tokens that follow them
+    // and dropped when not followed soon, or when a followed one breaks off in turn.
+    // Walks the tokens over the automaton as it was before they are appended.
+    void track_resume(std::span<const Token> tokens) {
+        state_id m = context_.size() == 0 ? no_state : context_.repeat_state();
+        std::uint32_t matched = context_.repeat_length();
+        for (Token t : tokens) {
+            for (resume_point& h : resume_) {
+                if (h.state == no_state) continue;
+                const state_id n = context_.next(h.state, t);
+                if (n != no_state) {
+                    h = {n, h.matched + 1, h.evidence + 1, 0, true};
+                } else if (h.followed || ++h.waited > resume_wait) {
+                    h = {};
                 }
-                sink(token, score * p / weight_sum, next);
-            });
+            }
+            const state_id n = m == no_state ? no_state : context_.next(m, t);
+            if (n != no_state) {
+                m = n;
+                ++matched;
+                continue;
+            }
+            if (m != no_state && matched >= resume_min) {
+                resume_[0] = {m, matched, 1, 0, false};
+                resume_[1] = {};
+                state_id best = no_state;
+                std::uint32_t best_count = 0;
+                context_.for_each_transition(m, [&](Token, state_id c) {
+                    if (context_.count(c) > best_count) best = c, best_count = context_.count(c);
+                });
+                if (best != no_state) resume_[1] = {best, matched + 1, 1, 0, false};
+            }
+            m = no_state;
         }
+    }
+
+    // Fills merged_ with every continuation of `at` and its probability (the model in the
+    // class comment), dropping from `at` the sources that cannot lift a node above the
+    // threshold from a path of probability `path`.
+    void gather(cursor& at, double path) {
+        std::array<std::size_t, slots> order{};
+        std::size_t active = 0;
+        for (std::size_t s = 0; s < slots; ++s)
+            if (at.length[s] != 0) order[active++] = s;
+        // A resume point ranks by the tokens confirmed since the break (it is a guess until then).
+        auto evidence = [&](std::size_t s) { return double(at.length[s] - (s >= resume_slot)) / escape(s); };
+        for (std::size_t i = 1; i < active; ++i)  // insertion sort: at most `slots` entries
+            for (std::size_t j = i; j > 0 && evidence(order[j]) > evidence(order[j - 1]); --j)
+                std::swap(order[j], order[j - 1]);
+        // Strongest source first, each taking the mass the previous ones left; a source that
+        // can no longer lift a node above the threshold, or would hold less than
+        // min_source_mass, is dropped from `at`, so the cursors below it skip it too.
+        gathered_.clear();
+        double mass = 1.0;
+        std::size_t runs = 0;
+        for (std::size_t k = 0; k < active; ++k) {
+            const std::size_t s = order[k];
+            if (path * mass < threshold() || mass < min_source_mass) {
+                at.length[s] = 0;
+                continue;
+            }
+            const auto& sam = automaton(s);
+            const std::size_t first = gathered_.size();
+            double total = 0;
+            if (at.state[s] == no_state) {  // text mode: the one continuation, if any
+                if (at.end[s] + 1 < at.stop[s]) {
+                    gathered_.push_back({sam.text()[at.end[s] + 1], 1.0});
+                    total = 1;
+                }
+            } else {
+                if (sam.transition_count(at.state[s]) > config_.max_fanout) continue;
+                sam.for_each_transition(at.state[s], [&](Token token, state_id child) {
+                    const double c = sam.count(child);
+                    total += c;
+                    gathered_.push_back({token, c});
+                });
+            }
+            if (total == 0) continue;
+            ++runs;
+            const double esc = escape(s) / double(at.length[s]);
+            const double scale = mass / (total + esc);
+            for (std::size_t i = first; i < gathered_.size(); ++i) gathered_[i].p *= scale;
+            mass *= esc / (total + esc);
+        }
+        if (runs > 1)  // one run holds distinct tokens: only several runs need merging
+            std::sort(gathered_.begin(), gathered_.end(), [](const weighted& a, const weighted& b) { return a.token < b.token; });
+        merged_.clear();
+        for (const weighted& w : gathered_) {
+            if (!merged_.empty() && merged_.back().token == w.token) {
+                merged_.back().p += w.p;
+            } else {
+                merged_.push_back(w);
+            }
+        }
+    }
+
+    // The cursor after `token`: every source that continues with it, one token longer.
+    [[nodiscard]] cursor step(const cursor& at, Token token) const {
+        cursor next;
+        for (std::size_t s = 0; s < slots; ++s) {
+            if (at.length[s] == 0) continue;
+            if (at.state[s] == no_state) {  // text mode
+                if (at.end[s] + 1 >= at.stop[s] || automaton(s).text()[at.end[s] + 1] != token) continue;
+                next.state[s] = no_state;
+                next.length[s] = at.length[s] + 1;
+                next.end[s] = at.end[s] + 1;
+                next.stop[s] = at.stop[s];
+                continue;
+            }
+            const state_id child = automaton(s).next(at.state[s], token);
+            if (child != no_state) enter(next, s, child, at.length[s] + 1);
+        }
+        return next;
     }
 
     // The node under `parent` (-1: the root) holding `token`, added if absent (first_child_
     // and next_sibling_ thread each node's children, so a lookup scans siblings only).
-    std::int32_t child(std::int32_t parent, Token token) {
+    std::int32_t child(std::int32_t parent, Token token, float p) {
         auto head = [&]() -> std::int32_t& {
             return parent < 0 ? root_child_ : first_child_[static_cast<std::size_t>(parent)];
         };
         for (std::int32_t n = head(); n >= 0; n = next_sibling_[static_cast<std::size_t>(n)])
-            if (tree_.tokens[static_cast<std::size_t>(n)] == token) return n;
-        const std::int32_t node = tree_.push(parent, token);
+            if (draft_.tokens[static_cast<std::size_t>(n)] == token) return n;
+        const std::int32_t node = draft_.push(parent, token, p);
         first_child_.push_back(-1);
         next_sibling_.push_back(head());
         head() = node;
@@ -263,50 +464,67 @@ private:
     }
 
     const draft_tree<Token>& grow_tree(const draft_tree<Token>* extra) {
-        tree_.clear();
+        refresh();
+        draft_.clear();
         heap_.clear();
+        cursors_.clear();
         first_child_.clear();
         next_sibling_.clear();
         root_child_ = -1;
         if (extra != nullptr) {
             extra_node_.assign(extra->size(), -1);
-            for (std::size_t i = 0; i < extra->size() && tree_.size() < config_.tree_budget; ++i) {
+            const bool with_p = extra->probabilities.size() == extra->size();
+            for (std::size_t i = 0; i < extra->size() && draft_.size() < config_.tree_budget; ++i) {
                 const std::int32_t p = extra->parents[i];
-                extra_node_[i] = child(p < 0 ? -1 : extra_node_[static_cast<std::size_t>(p)], extra->tokens[i]);
+                extra_node_[i] = child(p < 0 ? -1 : extra_node_[static_cast<std::size_t>(p)], extra->tokens[i],
+                                       with_p ? extra->probabilities[i] : 0.0f);
             }
         }
-        auto push_children = [&](const cursor& at, std::int32_t parent, double score, std::size_t depth) {
-            expand(at, score, [&](Token token, double s, const cursor& next) {
-                heap_.push_back({s, parent, token, depth + 1, next});
+        auto push_children = [&](cursor& at, std::int32_t parent, double score, std::uint32_t depth) {
+            gather(at, score);
+            for (const weighted& w : merged_) {
+                if (score * w.p < threshold()) continue;
+                heap_.push_back({score * w.p, w.p, parent, w.token, depth + 1});
                 std::push_heap(heap_.begin(), heap_.end());
-            });
+            }
         };
-        push_children(root_cursor(), -1, 1.0, 0);
-        while (!heap_.empty() && tree_.size() < config_.tree_budget) {
+        cursor root = root_cursor();
+        push_children(root, -1, 1.0, 0);
+        while (!heap_.empty() && draft_.size() < config_.tree_budget) {
             std::pop_heap(heap_.begin(), heap_.end());
             const candidate c = heap_.back();
             heap_.pop_back();
-            const std::int32_t node = child(c.parent, c.token);
-            if (c.depth < config_.max_draft) push_children(c.next, node, c.score, c.depth);
+            const std::int32_t node = child(c.parent, c.token, static_cast<float>(c.p));
+            const auto n = static_cast<std::size_t>(node);
+            if (cursors_.size() <= n) cursors_.resize(n + 1);
+            cursors_[n] = step(c.parent < 0 ? root : cursors_[static_cast<std::size_t>(c.parent)], c.token);
+            if (c.depth < config_.tree_depth) push_children(cursors_[n], node, c.score, c.depth);
         }
-        return tree_;
+        return draft_;
     }
 
     void check_token(Token token) const {
+        // Printed through a wide integer: an 8-bit token is a number, not a character.
+        using wide = std::conditional_t<std::is_signed_v<Token>, long long, unsigned long long>;
         if constexpr (std::signed_integral<Token>)
-            FRUGAL_CHECK_AS(frugal::out_of_range, token >= 0, "drafter: negative token ", token);
+            FRUGAL_CHECK_AS(frugal::out_of_range, token >= 0, "drafter: negative token ", static_cast<wide>(token));
         if (config_.vocab_size != 0)
             FRUGAL_CHECK_AS(frugal::out_of_range, static_cast<std::uint64_t>(token) < config_.vocab_size,
-                            "drafter: token ", token, " outside the vocabulary of ", config_.vocab_size);
+                            "drafter: token ", static_cast<wide>(token), " outside the vocabulary of ",
+                            config_.vocab_size);
     }
 
     drafter_config config_;
+    const live_history<Token>* history_;
+    std::shared_ptr<const history_snapshot<Token>> snapshot_;
     suffix_automaton<Token> context_;
-    const suffix_automaton<Token>* history_;
-    suffix_matcher<Token> hist_matcher_;
-    std::vector<Token> chain_;
-    draft_tree<Token> tree_;
+    std::size_t prompt_size_ = 0;
+    std::array<std::optional<suffix_matcher<Token>>, automata> matchers_;  // [0] unused: the context's is free
+    std::array<resume_point, 2> resume_{};
+    draft_tree<Token> draft_;
+    std::vector<weighted> gathered_, merged_;
     std::vector<candidate> heap_;
+    std::vector<cursor> cursors_;  // tree(): the cursor after each node
     std::vector<std::int32_t> first_child_, next_sibling_, extra_node_;  // tree(): node links
     std::int32_t root_child_ = -1;
 };

@@ -1,233 +1,475 @@
 #pragma once
 /// @file
-/// The persistent history of past outputs (CoordGen's history similarity): a bounded
-/// suffix automaton over whole documents, saved to and loaded from a flat versioned file.
+/// The live history of past outputs (CoordGen 2.2's history similarity, SuffixDecoding's
+/// global tree): finished outputs are added and old ones evicted while requests keep
+/// drafting from immutable snapshots; saved to and loaded from a flat, versioned,
+/// checksummed file that is read through a memory map.
 
 #include <algorithm>
-#include <bit>
+#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <system_error>
+#include <memory>
+#include <mutex>
 #include <span>
+#include <stop_token>
 #include <string>
+#include <system_error>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 
+#include "frugal/core/atomic_file.hpp"
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/hash.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 
 namespace frugal::draft {
 
-/// Past outputs as documents of a suffix automaton, bounded to `max_tokens` tokens.
+/// One immutable generation of the history: a suffix automaton over whole documents
+/// (oldest first), and its lineage. A young generation is a copy of the previous young
+/// one with documents appended, so the generations of one lineage only grow: a
+/// `suffix_matcher` on any of them stays valid on a later one (`suffix_matcher::rebind`).
+template <std::integral Token>
+struct history_generation {
+    suffix_automaton<Token> automaton;
+    std::uint64_t lineage = 0;
+};
+
+template <std::integral Token>
+class live_history;
+
+/// A consistent, immutable view of the history: the old generation (the bulk of the
+/// documents) and the young one (the newest). Holding a snapshot keeps both alive, so a
+/// request drafting from it is never invalidated by later adds or evictions.
+/// @code
+/// auto snap = history.snapshot();
+/// snap->for_each_document([&](std::span<const int> doc) { total += doc.size(); });
+/// @endcode
+template <std::integral Token>
+class history_snapshot {
+public:
+    history_snapshot(std::shared_ptr<const history_generation<Token>> old_generation,
+                     std::shared_ptr<const history_generation<Token>> young_generation, std::uint64_t version)
+        : old_(std::move(old_generation)), young_(std::move(young_generation)), version_(version) {}
+
+    /// The old generation: every document but the newest few.
+    [[nodiscard]] const history_generation<Token>& old_generation() const noexcept { return *old_; }
+    /// The young generation: the documents added since the old one was last rebuilt.
+    [[nodiscard]] const history_generation<Token>& young_generation() const noexcept { return *young_; }
+    /// Increases with every publication (1 for the first).
+    [[nodiscard]] std::uint64_t version() const noexcept { return version_; }
+    /// Tokens held in both generations.
+    [[nodiscard]] std::size_t size() const noexcept { return old_->automaton.size() + young_->automaton.size(); }
+    /// Documents held in both generations.
+    [[nodiscard]] std::size_t documents() const noexcept { return count(*old_) + count(*young_); }
+    /// Calls `fn(std::span<const Token>)` for every document, oldest first.
+    template <class Fn>
+    void for_each_document(Fn&& fn) const {
+        for (const auto* g : {old_.get(), young_.get()}) {
+            const auto text = g->automaton.text();
+            const auto starts = g->automaton.document_starts();
+            for (std::size_t d = 0; d < count(*g); ++d) {
+                const std::size_t stop = d + 1 < starts.size() ? starts[d + 1] : text.size();
+                fn(text.subspan(starts[d], stop - starts[d]));
+            }
+        }
+    }
+
+private:
+    friend class live_history<Token>;
+    static std::size_t count(const history_generation<Token>& g) noexcept {
+        return g.automaton.size() == 0 ? 0 : g.automaton.document_starts().size();
+    }
+    std::shared_ptr<const history_generation<Token>> old_, young_;
+    std::uint64_t version_;
+};
+
+/// The history of past outputs that requests draft from while it changes.
 ///
-/// Eviction rule: documents leave oldest first (FIFO). When adding a document would
-/// exceed the bound, the oldest documents are dropped until the kept ones fill at most
-/// three quarters of it, and the automaton is rebuilt from them; the rebuild is linear in
-/// the kept tokens and happens at most once per bound/4 added tokens, so adding stays
-/// amortized O(1) per token. A document longer than the bound keeps only its last
-/// `max_tokens` tokens.
+/// Design. Readers never see the history change under them: they draft from an immutable
+/// `history_snapshot` (two generations of suffix automata, shared by pointer), and the
+/// writer publishes a new snapshot after building it off to the side. `add` (any thread)
+/// only queues a copy of the document; `publish` (one writer thread: a loop the caller runs,
+/// `publish_loop`, or a direct call) applies the queued documents:
+/// - while the young generation has room, a new young generation is made as a copy of the
+///   current one (a copy of the state array) with the documents appended, so readers' match
+///   states carry over to it;
+/// - otherwise the old generation is rebuilt from the newest documents of both generations
+///   and the queue, and the young one starts empty.
+/// A request takes the newest snapshot between its steps (one atomic load when nothing
+/// changed); generations it drops are freed by the writer, not on the request's thread.
+///
+/// Bound and eviction order. At most `max_tokens` tokens are held. A batch of documents
+/// goes into the young generation if that keeps it within `young_tokens` and the total
+/// within `max_tokens`; otherwise the rebuild keeps the newest documents (queued ones
+/// included) that fit in `max_tokens - young_tokens` and drops the rest, oldest first
+/// (FIFO by the order documents were added). A document longer than that keeps its last
+/// `max_tokens - young_tokens` tokens. The rebuild is linear in the tokens kept and comes
+/// once per about `young_tokens` added tokens; a young generation costs a copy of at most
+/// `young_tokens` tokens' states.
 ///
 /// File format (version 1, native byte order, checked on load): the 8-byte magic
 /// `FRGLHIST`, then u32 version, u32 byte-order tag 0x01020304, u32 sizeof(Token), u32
 /// signedness, u64 max_tokens, u64 document count, u64 token count, the document start
 /// offsets (u64 each), the tokens (raw Token values), and a 64-bit FNV-1a checksum of
-/// everything before it. Only the tokens are stored (4 bytes a token for int32 against
-/// ~64 for the automaton); `load` maps the file read-only (Boost.Interprocess), validates
-/// it in place and rebuilds the automaton from the mapped tokens in linear time, without
-/// copying the file. A missing, truncated or corrupted file throws `frugal::runtime_error`
-/// naming the problem.
+/// everything before it. `save` writes the published documents crash-safely (a temporary
+/// file, fsync, rename, folder fsync: a crash leaves the old file or the new one). Loading
+/// maps the file read-only (Boost.Interprocess), validates it in place and builds the old
+/// generation straight from the mapped tokens; a missing, truncated or corrupted file, or
+/// one written for another token type, throws `frugal::runtime_error` naming the problem.
 /// @code
-/// frugal::draft::history_store<int> history(1 << 20);
-/// history.add(response);                        // after each request
-/// history.save("history.bin");
-/// auto restored = frugal::draft::history_store<int>::load("history.bin");
-/// frugal::draft::drafter<int> d({}, &restored.automaton());
+/// frugal::draft::live_history<int> history(1 << 20);         // at most 1M tokens
+/// std::jthread writer([&](std::stop_token stop) { history.publish_loop(stop); });
+/// history.add(finished_output);                             // from any request's thread
+/// frugal::draft::drafter<int> d({}, &history);              // drafts from the newest snapshot
 /// @endcode
 template <std::integral Token>
-class history_store {
+class live_history {
 public:
-    /// An empty history holding at most `max_tokens` tokens.
-    explicit history_store(std::size_t max_tokens) : max_tokens_(max_tokens) {
-        FRUGAL_CHECK(max_tokens >= 1 && max_tokens <= suffix_automaton<Token>::max_tokens,
-                     "history_store: max_tokens = ", max_tokens, " must be in [1, ",
-                     suffix_automaton<Token>::max_tokens, "]");
+    /// An empty history holding at most `max_tokens` tokens, of which the young generation
+    /// holds at most `young_tokens` (0: max_tokens / 8, at least 1).
+    explicit live_history(std::size_t max_tokens, std::size_t young_tokens = 0)
+        : max_tokens_(max_tokens), young_tokens_(young_tokens != 0 ? young_tokens : std::max<std::size_t>(1, max_tokens / 8)) {
+        FRUGAL_CHECK(max_tokens >= 2 && max_tokens <= suffix_automaton<Token>::max_tokens,
+                     "live_history: max_tokens = ", max_tokens, " must be in [2, ", suffix_automaton<Token>::max_tokens,
+                     "]");
+        FRUGAL_CHECK(young_tokens_ < max_tokens_, "live_history: young_tokens = ", young_tokens_,
+                     " must be below max_tokens = ", max_tokens_);
+        install(make_generation(), make_generation());
     }
 
-    /// Adds one finished output as a document, evicting the oldest documents when needed.
-    /// Call it between requests: it may rebuild the automaton a drafter is matching.
+    /// Loads a history written by `save` (format above) through a read-only memory map.
     /// @code
-    /// history.add(generated_tokens);
+    /// frugal::draft::live_history<int> history(std::filesystem::path("history.bin"));
+    /// @endcode
+    explicit live_history(const std::filesystem::path& file, std::size_t young_tokens = 0)
+        : live_history(mapped_file(file), young_tokens) {}
+
+    live_history(const live_history&) = delete;
+    live_history& operator=(const live_history&) = delete;
+
+    ~live_history() {
+        (void)take_queue();
+        std::lock_guard lock(reclaim_->mutex);
+        reclaim_->open = false;
+        reclaim_->dead.clear();
+    }
+
+    /// Queues a finished output as one document (empty ones are ignored). Thread-safe,
+    /// lock-free and never waits on a build: it copies the document and links it into the
+    /// queue; the document is visible to requests once published.
+    /// @code
+    /// history.add(output_tokens);
     /// @endcode
     void add(std::span<const Token> document) {
         if (document.empty()) return;
-        if (document.size() > max_tokens_) document = document.last(max_tokens_);
-        if (sam_.size() + document.size() > max_tokens_) evict(document.size());
-        sam_.begin_document();
-        sam_.append(document);
+        auto* node = new queued{std::vector<Token>(document.begin(), document.end()), nullptr};
+        node->next = queue_.load(std::memory_order_relaxed);
+        while (!queue_.compare_exchange_weak(node->next, node, std::memory_order_release, std::memory_order_relaxed)) {
+        }
+        queued_.fetch_add(1, std::memory_order_relaxed);
+        added_.fetch_add(1, std::memory_order_release);
+        added_.notify_one();
     }
 
-    /// The automaton to draft from (the same object for the store's lifetime; `add` may
-    /// rebuild it, so start drafters' requests after adding).
-    [[nodiscard]] const suffix_automaton<Token>& automaton() const noexcept { return sam_; }
-    /// Tokens held.
-    [[nodiscard]] std::size_t size() const noexcept { return sam_.size(); }
-    /// The bound.
-    [[nodiscard]] std::size_t max_tokens() const noexcept { return max_tokens_; }
-    /// Number of documents held.
-    [[nodiscard]] std::size_t documents() const noexcept {
-        return sam_.size() == 0 ? 0 : sam_.document_starts().size();
-    }
-
-    /// Writes the history to `path` (format above); I/O failures throw frugal::runtime_error.
+    /// Applies the queued documents and publishes the new snapshot; returns false when
+    /// nothing was queued. Calls are serialized (one publishes at a time); readers keep
+    /// drafting from the previous snapshot meanwhile.
     /// @code
-    /// history.save("history.bin");
+    /// history.add(output); history.publish();   // single-threaded use: visible at once
+    /// @endcode
+    bool publish() {
+        std::lock_guard publishing(publish_mutex_);
+        std::vector<std::vector<Token>> docs = take_queue();
+        reclaim();
+        if (docs.empty()) return false;
+        const auto current = snapshot();
+        const std::size_t old_cap = max_tokens_ - young_tokens_;
+        std::size_t incoming = 0;
+        for (auto& d : docs) {
+            if (d.size() > old_cap) d.erase(d.begin(), d.end() - static_cast<std::ptrdiff_t>(old_cap));
+            incoming += d.size();
+        }
+        const auto& young = current->young_generation().automaton;
+        if (young.size() + incoming <= young_tokens_ && current->size() + incoming <= max_tokens_) {
+            auto next = std::make_unique<history_generation<Token>>(current->young_generation());
+            for (const auto& d : docs) {
+                next->automaton.begin_document();
+                next->automaton.append(std::span<const Token>(d));
+            }
+            install(current->old_, share(std::move(next)));
+            return true;
+        }
+        // Rebuild: the newest documents that fit in old_cap, queued ones first.
+        std::vector<std::span<const Token>> kept;  // newest first
+        std::size_t tokens = 0;
+        bool full = false;
+        auto keep = [&](std::span<const Token> d) {
+            if (full || tokens + d.size() > old_cap) {
+                full = true;
+                return;
+            }
+            kept.push_back(d);
+            tokens += d.size();
+        };
+        for (auto it = docs.rbegin(); it != docs.rend(); ++it) keep(*it);
+        std::vector<std::span<const Token>> older;
+        current->for_each_document([&](std::span<const Token> d) { older.push_back(d); });
+        for (auto it = older.rbegin(); it != older.rend(); ++it) keep(*it);
+        auto rebuilt = make_generation();
+        rebuilt->automaton.reserve(tokens);
+        for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+            rebuilt->automaton.begin_document();
+            rebuilt->automaton.append(*it);
+        }
+        install(share(std::move(rebuilt)), share(make_generation()));
+        return true;
+    }
+
+    /// Publishes queued documents as they arrive until `stop` is requested (then publishes
+    /// what is left and returns): the body of the writer thread the caller owns.
+    /// @code
+    /// std::jthread writer([&](std::stop_token stop) { history.publish_loop(stop); });
+    /// @endcode
+    void publish_loop(std::stop_token stop) {
+        const std::stop_callback wake(stop, [this] {
+            added_.fetch_add(1, std::memory_order_release);
+            added_.notify_all();
+        });
+        while (true) {
+            const std::uint64_t seen = added_.load(std::memory_order_acquire);
+            publish();
+            if (stop.stop_requested()) break;
+            // Returns at once if anything came (or a stop was requested) since `seen`.
+            added_.wait(seen, std::memory_order_acquire);
+        }
+        publish();
+    }
+
+    /// The newest published snapshot (thread-safe; a pointer copy under a short lock).
+    [[nodiscard]] std::shared_ptr<const history_snapshot<Token>> snapshot() const {
+        std::lock_guard lock(snapshot_mutex_);
+        return current_;
+    }
+    /// The version of the newest snapshot: compare with `history_snapshot::version()` to
+    /// see whether a newer one exists without taking the lock.
+    [[nodiscard]] std::uint64_t version() const noexcept { return version_.load(std::memory_order_acquire); }
+
+    /// The bound on held tokens.
+    [[nodiscard]] std::size_t max_tokens() const noexcept { return max_tokens_; }
+    /// The young generation's bound.
+    [[nodiscard]] std::size_t young_tokens() const noexcept { return young_tokens_; }
+    /// Documents queued and not yet published.
+    [[nodiscard]] std::size_t pending() const noexcept { return queued_.load(std::memory_order_relaxed); }
+
+    /// Writes the published documents to `path` (format above) crash-safely; I/O failures
+    /// throw frugal::runtime_error and leave `path` as it was.
+    /// @code
+    /// history.publish(); history.save("history.bin");
     /// @endcode
     void save(const std::filesystem::path& path) const {
+        const auto snap = snapshot();
         std::vector<unsigned char> bytes;
         put(bytes, magic, sizeof magic);
-        const std::uint32_t head[4] = {version, byte_order, sizeof(Token), std::is_signed_v<Token> ? 1u : 0u};
+        const std::uint32_t head[4] = {version_tag, byte_order, sizeof(Token), std::is_signed_v<Token> ? 1u : 0u};
         put(bytes, head, sizeof head);
-        const auto starts = sam_.document_starts();
-        const std::uint64_t sizes[3] = {max_tokens_, documents(), sam_.size()};
+        const std::uint64_t sizes[3] = {max_tokens_, snap->documents(), snap->size()};
         put(bytes, sizes, sizeof sizes);
-        for (std::size_t d = 0; d < documents(); ++d) {
-            const std::uint64_t s = starts[d];
-            put(bytes, &s, sizeof s);
-        }
-        put(bytes, sam_.text().data(), sam_.text().size_bytes());
+        std::uint64_t start = 0;
+        snap->for_each_document([&](std::span<const Token> d) {
+            put(bytes, &start, sizeof start);
+            start += d.size();
+        });
+        snap->for_each_document([&](std::span<const Token> d) { put(bytes, d.data(), d.size_bytes()); });
         const std::uint64_t sum = frugal::fnv1a(bytes);
         put(bytes, &sum, sizeof sum);
-        std::ofstream out(path, std::ios::binary | std::ios::trunc);
-        if (!out) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", path.string(), " for writing");
-        out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-        if (!out) FRUGAL_FAIL(frugal::runtime_error, "history: write to ", path.string(), " failed");
-    }
-
-    /// Reads a history written by `save` through a read-only memory map; a missing,
-    /// truncated or corrupted file, or one written for another token type, throws
-    /// frugal::runtime_error.
-    /// @code
-    /// auto history = frugal::draft::history_store<int>::load("history.bin");
-    /// @endcode
-    [[nodiscard]] static history_store load(const std::filesystem::path& path) {
-        const std::string name = path.string();
-        std::error_code ec;
-        const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
-        if (ec) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", name, ": ", ec.message());
-        if (file_size == 0)
-            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: the file is empty");
-        // The file is read in place through a read-only mapping: validated there, and the
-        // automaton is rebuilt straight from the mapped tokens (no copy of the file).
-        boost::interprocess::mapped_region region;
-        try {
-            const boost::interprocess::file_mapping file(name.c_str(), boost::interprocess::read_only);
-            region = boost::interprocess::mapped_region(file, boost::interprocess::read_only);
-        } catch (const boost::interprocess::interprocess_exception& e) {
-            FRUGAL_FAIL(frugal::runtime_error, "history: cannot map ", name, ": ", e.what());
-        }
-        const std::span<const unsigned char> bytes(static_cast<const unsigned char*>(region.get_address()),
-                                                   region.get_size());
-        std::size_t at = 0;
-        auto take = [&](void* dst, std::size_t n, const char* what) {
-            if (bytes.size() - at < n)
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: ", what, " needs ", n,
-                            " bytes at offset ", at, ", the file has ", bytes.size());
-            std::memcpy(dst, bytes.data() + at, n);
-            at += n;
-        };
-        char m[sizeof magic];
-        take(m, sizeof m, "the magic");
-        if (std::memcmp(m, magic, sizeof magic) != 0)
-            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is not a frugal history (bad magic)");
-        std::uint32_t head[4];
-        take(head, sizeof head, "the header");
-        if (head[0] != version)
-            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " has version ", head[0], ", expected ", version);
-        if (head[1] != byte_order)
-            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " was written with another byte order");
-        if (head[2] != sizeof(Token) || head[3] != (std::is_signed_v<Token> ? 1u : 0u))
-            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " holds ", head[2] * 8, "-bit ",
-                        head[3] ? "signed" : "unsigned", " tokens, not this token type");
-        std::uint64_t sizes[3];
-        take(sizes, sizeof sizes, "the sizes");
-        const std::uint64_t max_tokens = sizes[0], docs = sizes[1], tokens = sizes[2];
-        if (max_tokens < 1 || max_tokens > suffix_automaton<Token>::max_tokens || tokens > max_tokens ||
-            docs > tokens || (tokens > 0 && docs == 0))
-            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: ", docs, " documents, ", tokens,
-                        " tokens, bound ", max_tokens);
-        const std::uint64_t need = at + docs * 8 + tokens * sizeof(Token) + 8;
-        if (bytes.size() != need)
-            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is ",
-                        bytes.size() < need ? "truncated" : "corrupt", ": ", bytes.size(), " bytes, expected ", need);
-        std::uint64_t stored = 0;
-        std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
-        if (stored != frugal::fnv1a(bytes.first(bytes.size() - 8)))
-            FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: checksum mismatch");
-        const std::size_t starts_at = at, tokens_at = at + docs * 8;
-        auto start = [&](std::uint64_t d) {
-            if (d == docs) return tokens;
-            std::uint64_t v = 0;
-            std::memcpy(&v, bytes.data() + starts_at + d * 8, 8);
-            return v;
-        };
-        for (std::uint64_t d = 0; d < docs; ++d)
-            if (start(d) >= start(d + 1) || start(d + 1) > tokens || (d == 0 && start(0) != 0))
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: document ", d,
-                            " spans [", start(d), ", ", start(d + 1), ")");
-        // The tokens start at 48 + 8 * documents bytes into a page-aligned mapping, so they
-        // are aligned for any token of at most 8 bytes.
-        static_assert(sizeof(Token) <= 8);
-        const std::span<const Token> text(reinterpret_cast<const Token*>(bytes.data() + tokens_at), tokens);
-        history_store h(max_tokens);
-        h.sam_.reserve(tokens);
-        for (std::uint64_t d = 0; d < docs; ++d) {
-            h.sam_.begin_document();
-            h.sam_.append(text.subspan(start(d), start(d + 1) - start(d)));
-        }
-        return h;
+        write_file_atomically(path, std::span<const unsigned char>(bytes));
     }
 
 private:
     static constexpr char magic[8] = {'F', 'R', 'G', 'L', 'H', 'I', 'S', 'T'};
-    static constexpr std::uint32_t version = 1;
+    static constexpr std::uint32_t version_tag = 1;
     static constexpr std::uint32_t byte_order = 0x01020304;
+    static constexpr std::size_t header_bytes = 48;
+
+    // Generations a reader released last are handed here by their deleter and freed by the
+    // writer (publish), so a request's thread never pays for freeing a large automaton.
+    struct reclaimer {
+        std::mutex mutex;
+        std::vector<std::unique_ptr<const history_generation<Token>>> dead;
+        bool open = true;
+    };
+
+    std::unique_ptr<history_generation<Token>> make_generation() {
+        auto g = std::make_unique<history_generation<Token>>();
+        g->lineage = ++lineages_;
+        return g;
+    }
+    std::shared_ptr<const history_generation<Token>> share(std::unique_ptr<history_generation<Token>> g) {
+        return std::shared_ptr<const history_generation<Token>>(
+            g.release(), [r = reclaim_](const history_generation<Token>* p) {
+                std::unique_ptr<const history_generation<Token>> owned(p);
+                std::lock_guard lock(r->mutex);
+                if (!r->open) return;  // the history is gone: free it here
+                try {
+                    r->dead.push_back(std::move(owned));
+                } catch (...) {  // no room to defer: free it here
+                }
+            });
+    }
+    void install(std::unique_ptr<history_generation<Token>> old_generation,
+                 std::unique_ptr<history_generation<Token>> young_generation) {
+        install(share(std::move(old_generation)), share(std::move(young_generation)));
+    }
+    void install(std::shared_ptr<const history_generation<Token>> old_generation,
+                 std::shared_ptr<const history_generation<Token>> young_generation) {
+        const std::uint64_t v = version_.load(std::memory_order_relaxed) + 1;
+        auto snap = std::make_shared<const history_snapshot<Token>>(std::move(old_generation),
+                                                                   std::move(young_generation), v);
+        {
+            std::lock_guard lock(snapshot_mutex_);
+            current_.swap(snap);
+        }
+        version_.store(v, std::memory_order_release);
+        // `snap` (the previous snapshot) is released here, on the writer's thread.
+    }
+    // Every queued document, oldest first.
+    std::vector<std::vector<Token>> take_queue() {
+        std::vector<std::vector<Token>> docs;
+        for (queued* n = queue_.exchange(nullptr, std::memory_order_acquire); n != nullptr;) {
+            docs.push_back(std::move(n->tokens));
+            queued* next = n->next;
+            delete n;
+            n = next;
+            queued_.fetch_sub(1, std::memory_order_relaxed);
+        }
+        std::reverse(docs.begin(), docs.end());
+        return docs;
+    }
+    void reclaim() {
+        std::vector<std::unique_ptr<const history_generation<Token>>> dead;
+        {
+            std::lock_guard lock(reclaim_->mutex);
+            dead.swap(reclaim_->dead);
+        }
+    }
 
     static void put(std::vector<unsigned char>& out, const void* src, std::size_t n) {
         const auto* p = static_cast<const unsigned char*>(src);
         out.insert(out.end(), p, p + n);
     }
-    // FNV-1a, 64-bit: a few lines, enough to detect corruption (not tampering).
 
-    void evict(std::size_t incoming) {
-        const auto starts = sam_.document_starts();
-        const auto text = sam_.text();
-        const std::size_t target = max_tokens_ - std::min(max_tokens_, incoming);
-        const std::size_t keep_at_most = std::min(target, max_tokens_ / 4 * 3);
-        std::size_t first = 0;  // first kept document
-        while (first < starts.size() && text.size() - starts[first] > keep_at_most) ++first;
-        std::vector<std::vector<Token>> kept;
-        for (std::size_t d = first; d < starts.size(); ++d) {
-            const std::size_t stop = d + 1 < starts.size() ? starts[d + 1] : text.size();
-            kept.emplace_back(text.begin() + static_cast<std::ptrdiff_t>(starts[d]),
-                              text.begin() + static_cast<std::ptrdiff_t>(stop));
+    // A validated, mapped history file.
+    struct mapped_file {
+        boost::interprocess::mapped_region region;
+        std::span<const unsigned char> bytes;
+        std::uint64_t max_tokens = 0, documents = 0, tokens = 0;
+
+        explicit mapped_file(const std::filesystem::path& path) {
+            const std::string name = path.string();
+            std::error_code ec;
+            const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
+            if (ec) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", name, ": ", ec.message());
+            if (file_size == 0)
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: the file is empty");
+            try {
+                const boost::interprocess::file_mapping file(name.c_str(), boost::interprocess::read_only);
+                region = boost::interprocess::mapped_region(file, boost::interprocess::read_only);
+            } catch (const boost::interprocess::interprocess_exception& e) {
+                FRUGAL_FAIL(frugal::runtime_error, "history: cannot map ", name, ": ", e.what());
+            }
+            bytes = {static_cast<const unsigned char*>(region.get_address()), region.get_size()};
+            std::size_t at = 0;
+            auto take = [&](void* dst, std::size_t n, const char* what) {
+                if (bytes.size() - at < n)
+                    FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: ", what, " needs ", n,
+                                " bytes at offset ", at, ", the file has ", bytes.size());
+                std::memcpy(dst, bytes.data() + at, n);
+                at += n;
+            };
+            char m[sizeof magic];
+            take(m, sizeof m, "the magic");
+            if (std::memcmp(m, magic, sizeof magic) != 0)
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is not a frugal history (bad magic)");
+            std::uint32_t head[4];
+            take(head, sizeof head, "the header");
+            if (head[0] != version_tag)
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " has version ", head[0], ", expected ",
+                            version_tag);
+            if (head[1] != byte_order)
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " was written with another byte order");
+            if (head[2] != sizeof(Token) || head[3] != (std::is_signed_v<Token> ? 1u : 0u))
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " holds ", std::uint64_t{head[2]} * 8,
+                            "-bit ", head[3] ? "signed" : "unsigned", " tokens, not this token type");
+            std::uint64_t sizes[3];
+            take(sizes, sizeof sizes, "the sizes");
+            max_tokens = sizes[0], documents = sizes[1], tokens = sizes[2];
+            if (max_tokens < 2 || max_tokens > suffix_automaton<Token>::max_tokens || tokens > max_tokens ||
+                documents > tokens || (tokens > 0 && documents == 0))
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: ", documents, " documents, ",
+                            tokens, " tokens, bound ", max_tokens);
+            // Bounded above (max_tokens < 2^32), so the size cannot wrap.
+            const std::uint64_t need = at + documents * 8 + tokens * sizeof(Token) + 8;
+            if (bytes.size() != need)
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is ",
+                            bytes.size() < need ? "truncated" : "corrupt", ": ", bytes.size(), " bytes, expected ", need);
+            std::uint64_t stored = 0;
+            std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
+            if (stored != frugal::fnv1a(bytes.first(bytes.size() - 8)))
+                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: checksum mismatch");
+            for (std::uint64_t d = 0; d < documents; ++d)
+                if (start(d) >= start(d + 1) || (d == 0 && start(0) != 0))
+                    FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: document ", d,
+                                " spans [", start(d), ", ", start(d + 1), ")");
         }
-        sam_.clear();
-        for (const auto& doc : kept) {
-            sam_.begin_document();
-            sam_.append(std::span<const Token>(doc));
+        [[nodiscard]] std::uint64_t start(std::uint64_t d) const {
+            if (d == documents) return tokens;
+            std::uint64_t v = 0;
+            std::memcpy(&v, bytes.data() + header_bytes + d * 8, 8);
+            return v;
         }
+        // The tokens start at 48 + 8 * documents bytes into a page-aligned mapping, so they
+        // are aligned for any token of at most 8 bytes.
+        [[nodiscard]] std::span<const Token> text() const {
+            static_assert(sizeof(Token) <= 8);
+            return {reinterpret_cast<const Token*>(bytes.data() + header_bytes + documents * 8), tokens};
+        }
+    };
+
+    live_history(const mapped_file& f, std::size_t young_tokens) : live_history(f.max_tokens, young_tokens) {
+        auto old_generation = make_generation();
+        old_generation->automaton.reserve(f.tokens);
+        const auto text = f.text();
+        for (std::uint64_t d = 0; d < f.documents; ++d) {
+            old_generation->automaton.begin_document();
+            old_generation->automaton.append(text.subspan(f.start(d), f.start(d + 1) - f.start(d)));
+        }
+        install(std::move(old_generation), make_generation());
     }
 
-    std::size_t max_tokens_;
-    suffix_automaton<Token> sam_;
+    std::size_t max_tokens_, young_tokens_;
+    std::uint64_t lineages_ = 0;  // writer only
+    std::shared_ptr<reclaimer> reclaim_ = std::make_shared<reclaimer>();
+    // The queue of added documents: a lock-free stack (newest first) that publish takes whole.
+    struct queued {
+        std::vector<Token> tokens;
+        queued* next;
+    };
+    std::atomic<queued*> queue_{nullptr};
+    std::atomic<std::size_t> queued_{0};
+    std::atomic<std::uint64_t> added_{0};  // publish_loop waits on it
+    std::mutex publish_mutex_;
+    mutable std::mutex snapshot_mutex_;
+    std::shared_ptr<const history_snapshot<Token>> current_;
+    std::atomic<std::uint64_t> version_{0};
 };
 
 }  // namespace frugal::draft

@@ -506,6 +506,17 @@ public:
         for (Token t : tokens) advance(t);
     }
 
+    /// Moves the matcher to `grown`, which must extend the automaton it matched so far (a
+    /// copy of it with more tokens appended, as a young history generation is): the match
+    /// and its state stay valid there, as they do when an automaton grows in place.
+    /// @code
+    /// m.rebind(next_generation.automaton);
+    /// @endcode
+    void rebind(const suffix_automaton<Token>& grown) noexcept {
+        sam_ = &grown;
+        seen_size_ = 0;  // states may have been split: normalize() on the next look
+    }
+
     /// Back to the empty match.
     void reset() noexcept {
         state_ = suffix_automaton<Token>::root;

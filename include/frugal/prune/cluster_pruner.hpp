@@ -86,7 +86,9 @@ inline void finish_step(prune_step& step, std::size_t open_slots, std::span<rout
 }
 }  // namespace detail
 
-/// Settings of cluster_pruner.
+/// Settings of cluster_pruner. `patience`, `lead_over_change` and `confirmations` are
+/// frugal's extensions of GRATING's rule; all three at 0 is the paper's rule exactly.
+/// docs/pruning.md shows what each does to precision and compute on synthetic workloads.
 struct cluster_pruner_options {
     /// Dispersion above which the policy clusters and routes (GRATING's "dispersion
     /// threshold"); +infinity never prunes. Must be >= 0.
@@ -97,31 +99,26 @@ struct cluster_pruner_options {
     /// (capped at the pool size).
     std::size_t clusters = 0;
     std::size_t max_clusters = 6;
-    /// 0: off (GRATING's rule). p > 0 (default 3): frugal's rank-stability extension, for
-    /// boundary clusters that never split (candidates around the K-th in one group): once the
-    /// trigger has fired (after its confirmations) in this query, when the set of the top
-    /// open-slots candidates stays the same over p + 1 consecutive decisions over the same
-    /// active candidates (nothing routed in between), that set is selected, the rest dropped,
-    /// and the selection terminates. Every decision after the first firing counts, whatever
-    /// its dispersion: the few close candidates of a boundary group left after routing have a
-    /// low dispersion of their own, and would otherwise compute to the last layer. The
-    /// pruner then keeps per-query state: use one pruner per query, or call reset() between
-    /// queries (progressive_selection does).
+    /// Rank stability, for boundary clusters that never split (the K-th candidate inside a
+    /// group of close scores, which GRATING's rule computes to the last layer). p > 0: once
+    /// the trigger has fired in this query, when the set of the top open-slots candidates
+    /// stays the same over p + 1 consecutive decisions over the same active candidates
+    /// (nothing routed in between), that set is selected, the rest dropped, and the
+    /// selection ends. Every decision after the first firing counts, whatever its own
+    /// dispersion: the few close candidates left after routing have a low dispersion of
+    /// their own. 0: off. Per-query state: use one pruner per query, or call reset()
+    /// between queries (progressive_selection does).
     std::size_t patience = 3;
-    /// With `patience`: a decision whose top set is unchanged counts towards it only when the
-    /// set's lead (its lowest score minus the highest score outside it) is at least this many
-    /// times the largest move of any candidate's score since the previous decision. A lead
-    /// that one layer's moves could overturn is not a settled ranking yet; without the check
-    /// the stop came too early on queries still converging and the precision curve topped
-    /// out near 0.998 (docs/pruning.md). 0: off.
+    /// With `patience`: an unchanged top set counts only when its lead (its lowest score
+    /// minus the highest score outside it) is at least this many times the largest move of
+    /// any candidate's score since the previous decision, since a lead that one layer's
+    /// moves could overturn is not a settled ranking. 0: off. Finite, >= 0.
     double lead_over_change = 0.5;
-    /// 0: GRATING's rule (route as soon as the dispersion exceeds the threshold). c > 0
-    /// (default 1): frugal's confirmation, the dispersion must also have exceeded it at the c
-    /// decisions before (consecutive layers of one query) before anything is routed or
-    /// counted towards `patience`. A pool whose mean score is low has a high CV from its
-    /// early-layer noise alone; one crossing then routed whole clusters of noise, and those
-    /// rare queries dominated the precision lost on the synthetic sets (docs/pruning.md).
-    /// Per-query state, as `patience`.
+    /// Trigger confirmation. c > 0: the dispersion must also have exceeded the threshold at
+    /// the c decisions before (consecutive layers of one query) before anything is routed
+    /// or counted towards `patience`, because the CV divides by the mean and a pool of low
+    /// scores reaches a high CV from early-layer noise alone. 0: route at the first
+    /// crossing, as GRATING. Per-query state, as `patience`.
     std::size_t confirmations = 1;
 };
 

@@ -54,34 +54,86 @@ void check_kmeans_input(std::span<const T> scores, const char* who) {
     }
 }
 
-/// Fills the per-cluster statistics of `r` from `labels` (double accumulation, two passes).
-template <class T>
-void finish_kmeans_result(std::span<const T> scores, std::size_t k, kmeans1d_result& r) {
-    r.centroids.assign(k, 0.0);
-    r.sizes.assign(k, 0);
-    r.withinss.assign(k, 0.0);
-    for (std::size_t i = 0; i < scores.size(); ++i) {
-        r.centroids[r.labels[i]] += static_cast<double>(scores[i]);
-        ++r.sizes[r.labels[i]];
-    }
-    for (std::size_t c = 0; c < k; ++c)
-        if (r.sizes[c] > 0) r.centroids[c] /= static_cast<double>(r.sizes[c]);
-    for (std::size_t i = 0; i < scores.size(); ++i) {
-        const double d = static_cast<double>(scores[i]) - r.centroids[r.labels[i]];
-        r.withinss[r.labels[i]] += d * d;
-    }
-    r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
+// Four-lane packs of doubles and of 64-bit integers (lane masks: all ones or zero) for the
+// row searches below. Where the compiler has GCC/Clang vector types they are those, which
+// both compilers lower to the target's vector registers (GCC does not vectorise these
+// lane-per-end loops, nor a floating-point minimum without -ffast-math, from scalar code);
+// elsewhere (MSVC), or when FRUGAL_KMEANS1D_PORTABLE is defined, they are a plain struct of
+// four with the same operators, so that the searches are written once. Both give the same
+// results: every lane operation is one IEEE operation either way. Define
+// FRUGAL_KMEANS1D_PORTABLE (or not) alike in every translation unit of a program.
+#if !defined(FRUGAL_KMEANS1D_PORTABLE) && (defined(__GNUC__) || defined(__clang__))
+inline constexpr bool kmeans1d_vector_types = true;
+using f64x4 = double __attribute__((vector_size(4 * sizeof(double))));
+using i64x4 = std::int64_t __attribute__((vector_size(4 * sizeof(double))));
+// `to` takes `from` in the lanes where `mask` is set (by reference: vector types passed by
+// value change the ABI between -march settings).
+template <class M, class V>
+inline void blend(V& to, const M& mask, const V& from) noexcept {
+    to = mask ? from : to;
 }
+#else
+inline constexpr bool kmeans1d_vector_types = false;
+template <class T>
+struct lanes4 {
+    lanes4() = default;
+    lanes4(T a, T b, T c, T d) noexcept : lane{a, b, c, d} {}
+    T lane[4];
+    [[nodiscard]] T operator[](std::size_t i) const noexcept { return lane[i]; }
+    T& operator[](std::size_t i) noexcept { return lane[i]; }
+};
+using f64x4 = lanes4<double>;
+using i64x4 = lanes4<std::int64_t>;
+template <class T, class Op>
+[[nodiscard]] inline auto lanewise(const lanes4<T>& a, const lanes4<T>& b, Op op) noexcept {
+    lanes4<decltype(op(a.lane[0], b.lane[0]))> r;
+    for (std::size_t i = 0; i < 4; ++i) r.lane[i] = op(a.lane[i], b.lane[i]);
+    return r;
+}
+template <class T>
+[[nodiscard]] inline lanes4<T> broadcast(T x) noexcept {
+    return {x, x, x, x};
+}
+// Arithmetic and bitwise operators lane by lane, with a scalar on either side broadcast;
+// comparisons give a lane mask (-1 or 0), as vector types do.
+#define FRUGAL_DETAIL_LANES4_OPERATOR(op, result)                                                              \
+    template <class T>                                                                                       \
+    [[nodiscard]] inline auto operator op(const lanes4<T>& a, const lanes4<T>& b) noexcept {                  \
+        return lanewise(a, b, [](T x, T y) { return result; });                                              \
+    }                                                                                                        \
+    template <class T>                                                                                       \
+    [[nodiscard]] inline auto operator op(const lanes4<T>& a, std::type_identity_t<T> b) noexcept {           \
+        return a op broadcast(b);                                                                            \
+    }                                                                                                        \
+    template <class T>                                                                                       \
+    [[nodiscard]] inline auto operator op(std::type_identity_t<T> a, const lanes4<T>& b) noexcept {           \
+        return broadcast(a) op b;                                                                            \
+    }
+FRUGAL_DETAIL_LANES4_OPERATOR(+, x + y)
+FRUGAL_DETAIL_LANES4_OPERATOR(-, x - y)
+FRUGAL_DETAIL_LANES4_OPERATOR(*, x * y)
+FRUGAL_DETAIL_LANES4_OPERATOR(&, x & y)
+FRUGAL_DETAIL_LANES4_OPERATOR(|, x | y)
+FRUGAL_DETAIL_LANES4_OPERATOR(<, -static_cast<std::int64_t>(x < y))
+FRUGAL_DETAIL_LANES4_OPERATOR(<=, -static_cast<std::int64_t>(x <= y))
+#undef FRUGAL_DETAIL_LANES4_OPERATOR
+template <class V>
+inline void blend(V& to, const i64x4& mask, const V& from) noexcept {
+    for (std::size_t i = 0; i < 4; ++i) to.lane[i] = mask.lane[i] != 0 ? from.lane[i] : to.lane[i];
+}
+#endif
 }  // namespace detail
 
 /// Exact optimal 1-D k-means for every k in 1..k_max from one dynamic programme over the
-/// sorted scores (Wang and Song's Ckmeans.1d.dp): D[k][i] = min_j D[k-1][j-1] + SSE(j..i),
-/// with row minima found by divide and conquer over the monotone argmin (O(k_max n log n));
-/// a stretch of ends whose optimal split is pinned by its neighbours is filled without a
-/// search, and short stretches are swept eight ends at a time, one SIMD lane per end. SSEs
-/// come from double prefix sums of scores shifted by their median, so large offsets (logits
-/// around 1e4) do not cancel; among candidate splits whose costs agree to
-/// 2^-40 (relative), below that rounding, any may be chosen. The object is its own
+/// sorted scores (Ckmeans.1d.dp: Wang and Song, The R Journal 2011):
+/// D[k][i] = min_j D[k-1][j-1] + SSE(j..i), row minima by divide and conquer over the
+/// monotone argmin, O(k_max n log n). For any finite scores the partition is optimal up to
+/// the DP's rounding: its SSE exceeds the minimum by at most about n 2^-52 R^2, R the
+/// largest distance of a score from the median (the DP sums the scores shifted by the
+/// median and scaled by a power of two, so large offsets do not cancel and no square
+/// overflows); among splits whose costs agree to 2^-40 (relative) any may be chosen. The
+/// figures reported (sse, centroids, within-cluster sums, BIC) are computed from each
+/// cluster's own scores, accurate to a few units in the last place. The object is its own
 /// workspace: refitting pools no larger (n and k_max) than an earlier one allocates nothing,
 /// which the pruning hot path relies on.
 /// @code
@@ -127,14 +179,14 @@ public:
     /// Input positions in ascending score order (ties by position).
     [[nodiscard]] std::span<const std::uint32_t> order() const noexcept { return {order_.data(), n_}; }
 
-    /// Minimal total within-cluster sum of squares with exactly k clusters: the sum of the
-    /// optimal clusters' own sums (O(k) on ordinary pools), which stay exact where the DP's
-    /// running total would not (a lone score of 1e30 beside scores near 1: its rounding alone
-    /// outweighs every other cluster's spread).
+    /// Total within-cluster sum of squares of the optimal k clusters, each cluster's summed
+    /// from its own scores (see cluster_moments), so it is accurate to a few units in the last
+    /// place whatever the rest of the pool holds; +infinity only where the true sum exceeds
+    /// the largest double (scores spread wider than about 1.3e154). O(n).
     [[nodiscard]] double sse(std::size_t k) const {
         const auto bounds = small_boundaries(k);
         double total = 0.0;
-        for (std::size_t c = 0; c < k; ++c) total += cluster_sse(bounds[c], bounds[c + 1] - 1);
+        for (std::size_t c = 0; c < k; ++c) total += cluster_moments(bounds[c], bounds[c + 1] - 1).sse();
         return total;
     }
 
@@ -148,12 +200,14 @@ public:
         std::size_t end = n_ - 1;
         for (std::size_t c = k; c-- > 0;) {
             const std::size_t start = split_[c * n_ + end];
+            FRUGAL_ASSERT(start >= c && start <= end);  // every split the DP stored is in range
             bounds[c] = start;
             if (c > 0) end = start - 1;
         }
     }
 
-    /// The optimal clustering with k clusters.
+    /// The optimal clustering with k clusters; centroids and within-cluster sums computed from
+    /// each cluster's own scores, as in sse().
     [[nodiscard]] kmeans1d_result clustering(std::size_t k) const {
         std::vector<std::size_t> bounds(k + 1);
         boundaries(k, bounds);
@@ -166,8 +220,9 @@ public:
         r.withinss.resize(k);
         for (std::size_t c = 0; c < k; ++c) {
             r.sizes[c] = bounds[c + 1] - bounds[c];
-            r.centroids[c] = shift_ + (sum_[bounds[c + 1]] - sum_[bounds[c]]) / static_cast<double>(r.sizes[c]);
-            r.withinss[c] = cluster_sse(bounds[c], bounds[c + 1] - 1);
+            const moments m = cluster_moments(bounds[c], bounds[c + 1] - 1);
+            r.centroids[c] = m.mean;
+            r.withinss[c] = m.sse();
         }
         r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
         return r;
@@ -175,7 +230,11 @@ public:
 
     /// Bayesian information criterion of the k-cluster solution as Ckmeans.1d.dp computes it:
     /// a Gaussian mixture with one variance per cluster (unbiased, n_c - 1 denominator) and
-    /// weights n_c / n; BIC = 2 log L - (3k - 1) log n. Larger is better.
+    /// weights n_c / n; BIC = 2 log L - (3k - 1) log n. Larger is better. Finite for every
+    /// finite pool: variances enter as logarithms of scaled sums, never as squares that
+    /// could overflow. Each cluster's variance comes from the prefix sums when their
+    /// worst-case rounding (n 2^-52 of the sum of squares) is below 2^-19 of it, else from
+    /// the cluster's own scores.
     [[nodiscard]] double bic(std::size_t k) const {
         const auto bounds = small_boundaries(k);
         const double n = static_cast<double>(n_);
@@ -183,11 +242,14 @@ public:
         for (std::size_t c = 0; c < k; ++c) {
             const std::size_t m = bounds[c + 1] - bounds[c];
             const double dm = static_cast<double>(m);
-            const double variance = m > 1 ? cluster_sse(bounds[c], bounds[c + 1] - 1) / (dm - 1.0) : 0.0;
-            if (variance > 0.0) {
-                // sum of -(x - mean)^2 / (2 variance) over the cluster is -(m - 1) / 2.
+            const moments spread = m > 1 ? cluster_spread(bounds[c], bounds[c + 1] - 1) : moments{};
+            if (spread.sse_scaled > 0.0) {
+                // sum of -(x - mean)^2 / (2 variance) over the cluster is -(m - 1) / 2; the
+                // variance is sse_scaled / (m - 1) * 2^sse_exponent.
+                const double log_variance = std::log(spread.sse_scaled) - std::log(dm - 1.0) +
+                                            spread.sse_exponent * std::numbers::ln2;
                 loglik += -0.5 * (dm - 1.0) +
-                          dm * (std::log(dm / n) - 0.5 * std::log(2.0 * std::numbers::pi * variance));
+                          dm * (std::log(dm / n) - 0.5 * (std::log(2.0 * std::numbers::pi) + log_variance));
             } else {
                 loglik += dm * std::log(dm / n);
             }
@@ -213,18 +275,17 @@ public:
     }
 
 private:
-    /// Lanes of the masked whole-vector row search (4: one AVX2 vector of doubles; 8 and 16
-    /// measured slower).
+    /// Candidates per step of a row minimum: one four-lane pack.
     static constexpr std::size_t row_lanes = 4;
-    /// Ends per sweep group: two AVX2 vectors of doubles, one lane per end.
+    /// Ends per sweep group, one lane per end: two four-lane packs.
     static constexpr std::size_t sweep_lanes = 8;
+    static_assert(row_lanes == 4 && sweep_lanes % 4 == 0, "the searches use four-lane packs (detail::f64x4)");
     /// Entries past the end of the prefix sums, and on both sides of the reciprocal table,
     /// that the row searches may read (masked or discarded lanes).
     static constexpr std::size_t table_pad = sweep_lanes;
     /// Stretches of at most this many ends, whose candidate starts number at most
-    /// sweep_max_span per end, are swept instead of bisected: below that, the bisection's
-    /// per-end calls cost more than the sweep's redundant lanes (measured on 1000 scores with
-    /// scripts/ab-kmeans1d.sh: 16 ends fit 4-5% faster than 32; 8 and 12, 7-10% slower).
+    /// sweep_max_span per end, are swept instead of bisected (a tuning choice: any values
+    /// give the same result; docs/notes/pruning.md has the measurements behind them).
     static constexpr std::size_t sweep_max_ends = 16;
     static constexpr std::size_t sweep_max_span = 4;
 
@@ -334,13 +395,17 @@ private:
         }
     }
 
-    /// Prefix sums of the median-shifted sorted scores and the reciprocal table
+    /// Prefix sums of the sorted scores shifted by their median and scaled by 2^-scale_exp_ so
+    /// that every shifted score lies in [-1, 1] (no square overflows, whatever the spread of
+    /// finite scores; a power of two scales exactly), and the reciprocal table
     /// recip_[table_pad + p] = 1 / (n - p) (kept while n is unchanged). The sums are padded
     /// with zeros; the table on both sides with NaN: a sweep lane past the last score meets
     /// lengths over n, and one past its end non-positive lengths, whose candidates must never
     /// compare as a minimum.
     void prepare_tables() {
         shift_ = sorted_[n_ / 2];
+        scale_exp_ = range_exponent(sorted_[0], shift_, sorted_[n_ - 1]);
+        const double scale = std::ldexp(1.0, -scale_exp_), shift = shift_ * scale;
         reserve_size(sum_, n_ + 1 + table_pad);
         reserve_size(sumsq_, n_ + 1 + table_pad);
         reserve_size(gain_, n_ + table_pad);
@@ -348,7 +413,7 @@ private:
         double sum = 0.0, sumsq = 0.0;  // locals: the stores cannot alias them
         sum_[0] = sumsq_[0] = 0.0;
         for (std::size_t i = 0; i < n_; ++i) {
-            const double x = sorted_[i] - shift_;
+            const double x = sorted_[i] * scale - shift;
             sum += x;
             sumsq += x * x;
             sum_[i + 1] = sum;
@@ -368,42 +433,86 @@ private:
     /// 1 / m for a cluster of m sorted scores.
     [[nodiscard]] double inv_len(std::size_t m) const noexcept { return recip_[table_pad + n_ - m]; }
 
-    /// Sum of squared deviations from the mean of sorted positions j..i (inclusive).
+    /// Sum of squared deviations from the mean of sorted positions j..i (inclusive), in the
+    /// DP's scale (times 2^(-2 scale_exp_)).
     [[nodiscard]] double sse_of(std::size_t j, std::size_t i) const noexcept {
         const double s = sum_[i + 1] - sum_[j];
         const double v = (sumsq_[i + 1] - sumsq_[j]) - s * s * inv_len(i - j + 1);
         return v > 0.0 ? v : 0.0;
     }
 
-    /// sse_of for a cluster of the answer: where the prefix sums cancel beyond half their
-    /// precision (a cluster far from the median, whose squares swamp its spread), two passes
-    /// over its scores instead. The DP keeps the O(1) form; only the figures it reports
-    /// (sse, withinss, BIC) take this path.
-    [[nodiscard]] double cluster_sse(std::size_t j, std::size_t i) const noexcept {
-        const double v = sse_of(j, i);
-        if (v > 0x1p-26 * (sumsq_[i + 1] - sumsq_[j])) return v;
+    /// A cluster's mean and within-cluster sum of squares, the latter as
+    /// sse_scaled * 2^sse_exponent, so that it is exact in range where the double is not.
+    struct moments {
         double mean = 0.0;
-        for (std::size_t p = j; p <= i; ++p) mean += sorted_[p];
-        mean /= static_cast<double>(i - j + 1);
-        double total = 0.0;
-        for (std::size_t p = j; p <= i; ++p) total += (sorted_[p] - mean) * (sorted_[p] - mean);
-        return total;
+        double sse_scaled = 0.0;
+        int sse_exponent = 0;
+        /// The sum of squares as a double: +infinity past the double range.
+        [[nodiscard]] double sse() const noexcept { return std::ldexp(sse_scaled, sse_exponent); }
+    };
+
+    /// E such that every x in [lo, hi] lies within 2^E of mid (lo <= mid <= hi); where the
+    /// distance overflows (finite scores of opposite signs past 9e307) it is taken in
+    /// halves. Clamped to [-1000, 1024] so that 2^E and 2^-E are both doubles.
+    [[nodiscard]] static int range_exponent(double lo, double mid, double hi) noexcept {
+        double span = std::max(hi - mid, mid - lo);
+        int halved = 0;
+        if (std::isinf(span)) {
+            span = std::max(0.5 * hi - 0.5 * mid, 0.5 * mid - 0.5 * lo);
+            halved = 1;
+        }
+        if (!(span > 0.0)) return 0;
+        int e = 0;
+        (void)std::frexp(span, &e);  // span < 2^e
+        return std::clamp(e + halved, -1000, 1024);
+    }
+
+    /// Mean and sum of squares of sorted positions j..i from their scores: scaled by a power
+    /// of two to the cluster's own range (no square overflows, none underflows for want of
+    /// scale) and shifted by the cluster's median before summing, so no offset cancels: the
+    /// median lies within one standard deviation of the mean, so the shifted sum of squares
+    /// is at most twice the sum of squared deviations that is subtracted from it, and the
+    /// result keeps all but about a bit of the summation's precision. The mean is clamped
+    /// to [lo, hi], where the true mean lies. O(i - j).
+    [[nodiscard]] moments cluster_moments(std::size_t j, std::size_t i) const noexcept {
+        const double lo = sorted_[j], hi = sorted_[i];
+        if (lo == hi) return {lo, 0.0, 0};
+        const double mid = sorted_[j + (i - j) / 2];
+        const int e = range_exponent(lo, mid, hi);
+        const double scale = std::ldexp(1.0, -e), centre = mid * scale;
+        double sum = 0.0, sumsq = 0.0;
+        for (std::size_t p = j; p <= i; ++p) {
+            const double d = sorted_[p] * scale - centre;
+            sum += d;
+            sumsq += d * d;
+        }
+        const double m = static_cast<double>(i - j + 1);
+        const double mean = std::clamp(mid + std::ldexp(sum / m, e), lo, hi);
+        return {mean, std::max(0.0, sumsq - sum * (sum / m)), 2 * e};
+    }
+
+    /// The sum of squares of sorted positions j..i for the BIC: from the prefix sums, in the
+    /// DP's scale, when their worst-case rounding (n 2^-52 of the prefix sum of squares) is
+    /// below 2^-19 of the result and the result is far from subnormal; else cluster_moments.
+    /// The mean is not filled in.
+    [[nodiscard]] moments cluster_spread(std::size_t j, std::size_t i) const noexcept {
+        const double v = sse_of(j, i);
+        if (v >= 0x1p-960 && v >= static_cast<double>(n_) * 0x1p-33 * sumsq_[i + 1]) return {0.0, v, 2 * scale_exp_};
+        return cluster_moments(j, i);
     }
 
     /// D[k][i] and its optimal split over last-cluster starts lo..hi (hi <= i), the largest
-    /// one on ties. The loops run whole vectors and never a scalar remainder (on fresh data
-    /// the remainders' unpredictable branches cost more than the arithmetic): the last vector
-    /// takes the range's last four candidates again, or on a range shorter than a vector, the
-    /// range with the lanes past it masked (not skipped by a conditional, which the compiler
-    /// turns into a branch per lane). Ranges of up to 4092 candidates pack the candidate's
-    /// rank from the end into the lowest 12 mantissa bits of its cost, so one vector minimum
-    /// yields cost and position; a masked lane is all ones, a NaN, which never compares
-    /// below. The winner's cost is then recomputed in full. A candidate within 2^-40
-    /// (relative) of the best may win instead of it, as may, among costs that rounding made
-    /// negative, a smaller rank: far below the rounding of the prefix-sum costs themselves.
-    /// That loop is written with GCC/Clang vector types (as sweep_row): GCC does not
-    /// vectorise a floating-point minimum without -ffast-math. The other ranges compare
-    /// costs as integers (the bits of a non-negative double order like its value).
+    /// one on ties. The loop runs whole four-lane packs and no scalar remainder (a
+    /// remainder's data-dependent branches mispredict on fresh pools): the last pack takes
+    /// the range's last four candidates again, a repeat that leaves a minimum as it is, or
+    /// on a range shorter than a pack, the range with the lanes past it masked. Ranges of up
+    /// to 4092 candidates pack the candidate's rank from the end into the lowest 12 mantissa
+    /// bits of its cost, so one minimum over doubles yields cost and position; a masked lane
+    /// is all ones, a NaN, which never compares below. The winner's cost is then recomputed
+    /// in full. A candidate within 2^-40 (relative) of the best may win instead of it, as
+    /// may, among costs that rounding made negative, a smaller rank: far below the rounding
+    /// of the prefix-sum costs themselves. Longer ranges compare costs as integers (the bits
+    /// of a non-negative double order like its value).
     void row_minimum(std::size_t k, std::size_t i, std::size_t lo, std::size_t hi) {
         FRUGAL_ASSERT(k <= lo && lo <= hi && hi <= i);
         const double si = sum_[i + 1], qi = sumsq_[i + 1];
@@ -416,8 +525,8 @@ private:
         std::int64_t best = none;
         std::size_t arg = 0;
         if (const std::size_t count = (last + row_lanes) / row_lanes * row_lanes; count <= static_cast<std::size_t>(rank_bits)) {
-            using vec = double __attribute__((vector_size(row_lanes * sizeof(double))));
-            using lanes = std::int64_t __attribute__((vector_size(row_lanes * sizeof(double))));
+            using vec = detail::f64x4;
+            using lanes = detail::i64x4;
             vec low = vec{} + std::numeric_limits<double>::infinity();
             lanes base;
             for (std::size_t t = 0; t < row_lanes; ++t) base[t] = rank_bits - static_cast<std::int64_t>(t);
@@ -435,11 +544,11 @@ private:
                 std::memcpy(&key, &v, sizeof key);
                 key = (key & ~rank_bits) | rank | past;
                 std::memcpy(&v, &key, sizeof v);
-                low = v < low ? v : low;
+                detail::blend(low, v < low, v);
             };
             const std::size_t whole = (last + 1) / row_lanes * row_lanes;
             lanes rank = base;
-            for (std::size_t t = 0; t < whole; t += row_lanes, rank -= row_lanes) take(t, rank, lanes{});
+            for (std::size_t t = 0; t < whole; t += row_lanes, rank = rank - std::int64_t{row_lanes}) take(t, rank, lanes{});
             // then the last row_lanes candidates again (a repeat leaves a minimum as it is) or,
             // on ranges shorter than that, the range with the lanes past it masked
             const std::size_t tail = last + 1 >= row_lanes ? last + 1 - row_lanes : 0;
@@ -448,6 +557,7 @@ private:
             double lowest = low[0];
             for (std::size_t t = 1; t < row_lanes; ++t) lowest = low[t] < lowest ? low[t] : lowest;
             arg = static_cast<std::size_t>(rank_bits - (std::bit_cast<std::int64_t>(lowest) & rank_bits));
+            FRUGAL_ASSERT(arg <= last);  // the costs are finite: a masked (NaN) lane never wins
             const double d = si - s[arg];
             const double v = (qi + g[arg]) - d * d * r[arg];
             best = std::bit_cast<std::int64_t>(v > 0.0 ? v : 0.0);
@@ -468,17 +578,15 @@ private:
 
     /// Row k for the ends imin..imax (a short stretch), whose optimal starts lie in jmin..jmax,
     /// in groups of sweep_lanes consecutive ends: each candidate start of a group is tried for
-    /// all its ends at once, one lane per end, so the search keeps no per-end branches or
+    /// all its ends at once, one lane per end, so the search has no per-end branches or
     /// calls, and each group starts at the argmin of the group before (the argmin is
     /// monotone). Lanes run from the group's last end down, so that consecutive lanes read
     /// consecutive entries of recip_; lanes whose cluster would be empty read its NaN padding
     /// and never win (IEEE comparisons: a -ffinite-math-only build may not keep this). The
-    /// lane's constant sumsq[i + 1] is added after the search. Written with GCC/Clang vector
-    /// types: GCC does not vectorise this lane-per-end loop from scalar code (it ran slower
-    /// than the bisection), and the core library takes no SIMD dependency.
+    /// lane's constant sumsq[i + 1] is added after the search.
     void sweep_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
-        using vec = double __attribute__((vector_size(4 * sizeof(double))));
-        using mask = std::int64_t __attribute__((vector_size(4 * sizeof(double))));
+        using vec = detail::f64x4;
+        using mask = detail::i64x4;
         constexpr std::size_t vectors = sweep_lanes / 4;
         double* cost = cost_.data() + k * n_;
         std::uint32_t* split = split_.data() + k * n_;
@@ -502,9 +610,9 @@ private:
                     std::memcpy(&inv, recip_.data() + (table_pad + n_ + j + 4 * v) - (last + 1), sizeof inv);
                     const vec d = s_end[v] - s_start;
                     const vec c = g - d * d * inv;
-                    const mask better = c <= best[v];  // ties: the later start, as row_minimum
-                    best[v] = better ? c : best[v];
-                    arg[v] = better ? start : arg[v];
+                    const auto better = c <= best[v];  // ties: the later start, as row_minimum
+                    detail::blend(best[v], better, c);
+                    detail::blend(arg[v], better, start);
                 }
             }
             const std::size_t ends = std::min(sweep_lanes, imax - first + 1);
@@ -547,7 +655,8 @@ private:
     }
 
     std::size_t n_ = 0, k_max_ = 0, recip_n_ = 0;
-    double shift_ = 0.0;
+    double shift_ = 0.0;  // the median: the DP's tables hold (score - shift_) * 2^-scale_exp_
+    int scale_exp_ = 0;
     std::vector<std::uint32_t> order_;
     std::vector<std::uint64_t> keys_, sort_buffer_;
     std::vector<std::pair<double, std::uint32_t>> pairs_;

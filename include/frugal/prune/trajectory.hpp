@@ -14,8 +14,11 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "frugal/core/atomic_file.hpp"
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 
 namespace frugal::prune {
@@ -29,11 +32,16 @@ namespace frugal::prune {
 class score_trajectory {
 public:
     score_trajectory() = default;
-    /// A pool of `candidates` x `layers` zero scores; both must be positive.
-    score_trajectory(std::size_t candidates, std::size_t layers) : candidates_(candidates), layers_(layers) {
-        FRUGAL_CHECK(candidates > 0 && layers > 0, "score_trajectory: ", candidates, " candidates x ", layers,
-                     " layers: both must be positive");
-        scores_.assign(candidates * layers, 0.0f);
+    /// A pool of `candidates` x `layers` zero scores; both must be positive and their
+    /// product must fit in std::size_t.
+    score_trajectory(std::size_t candidates, std::size_t layers)
+        : score_trajectory(candidates, layers, std::vector<float>(checked_size(candidates, layers), 0.0f)) {}
+    /// A pool holding `scores`, candidate by candidate (`layers` scores each); its size must
+    /// be `candidates * layers`.
+    score_trajectory(std::size_t candidates, std::size_t layers, std::vector<float> scores)
+        : candidates_(candidates), layers_(layers), scores_(std::move(scores)) {
+        FRUGAL_CHECK(scores_.size() == checked_size(candidates, layers), "score_trajectory: ", scores_.size(),
+                     " scores for ", candidates, " candidates x ", layers, " layers");
     }
     [[nodiscard]] std::size_t candidates() const noexcept { return candidates_; }
     [[nodiscard]] std::size_t layers() const noexcept { return layers_; }
@@ -54,6 +62,12 @@ public:
     }
 
 private:
+    [[nodiscard]] static std::size_t checked_size(std::size_t candidates, std::size_t layers) {
+        FRUGAL_CHECK(candidates > 0 && layers > 0, "score_trajectory: ", candidates, " candidates x ", layers,
+                     " layers: both must be positive");
+        return checked_mul(candidates, layers, "score_trajectory: candidates x layers");
+    }
+
     std::size_t candidates_ = 0, layers_ = 0;
     std::vector<float> scores_;  // [candidate][layer]
 };
@@ -64,22 +78,25 @@ struct trajectory_set {
     std::vector<score_trajectory> queries;
 };
 
-/// Writes `set` in the text format read by read_trajectories:
+/// Writes `set` in the text format read by read_trajectories (version 2):
 ///
 ///     # any comment line
-///     frugal-trajectories 1
+///     frugal-trajectories 2
 ///     layers <L>
+///     queries <Q>
 ///     query <candidates N>
 ///     <score after layer 1> ... <score after layer L>     (N lines, one per candidate)
-///     query <N'> ...
+///     query <N'> ...                                       (Q queries in all)
+///     end
 ///
+/// The query count and the `end` line let a reader tell a whole file from a truncated one.
 /// Scores are written with 9 significant digits (float round-trips exactly).
 /// @code
-/// std::ofstream out("cal.txt"); frugal::prune::write_trajectories(out, set, "synthetic, seed 1");
+/// std::ostringstream out; frugal::prune::write_trajectories(out, set, "synthetic, seed 1");
 /// @endcode
 inline void write_trajectories(std::ostream& out, const trajectory_set& set, std::string_view comment = {}) {
     if (!comment.empty()) out << "# " << comment << "\n";
-    out << "frugal-trajectories 1\nlayers " << set.layers << "\n";
+    out << "frugal-trajectories 2\nlayers " << set.layers << "\nqueries " << set.queries.size() << "\n";
     char buf[32];
     for (const auto& q : set.queries) {
         FRUGAL_CHECK(q.layers() == set.layers, "write_trajectories: a query has ", q.layers(),
@@ -94,65 +111,94 @@ inline void write_trajectories(std::ostream& out, const trajectory_set& set, std
             out << "\n";
         }
     }
+    out << "end\n";
     FRUGAL_CHECK_AS(runtime_error, out.good(), "write_trajectories: the stream failed");
 }
 
-/// Reads the text format of write_trajectories. A missing header, a ragged row (not L
-/// scores), a non-finite or unparsable score, a missing row or trailing garbage throws
-/// frugal::runtime_error naming the line.
+/// Reads the text format of write_trajectories, version 2 or the earlier version 1 (no
+/// `queries` line, no `end` line: a version-1 file cut between two queries reads as the
+/// queries before the cut). Validates everything and trusts no count to size memory (it
+/// grows only with what the file holds): a missing or unknown header, a count that is not
+/// a positive decimal (negative, overflowing, trailing text), a ragged row (not L scores),
+/// a non-finite or unparsable score, a missing row, a query count that disagrees with the
+/// queries read, a missing `end` or anything after it throws frugal::runtime_error naming
+/// the line.
 /// @code
 /// std::ifstream in("cal.txt"); frugal::prune::trajectory_set set = frugal::prune::read_trajectories(in);
 /// @endcode
 inline trajectory_set read_trajectories(std::istream& in) {
     trajectory_set set;
     std::string line;
+    std::vector<std::string_view> words;
     std::size_t line_no = 0;
+    const auto fail = [&](const auto&... what) {
+        FRUGAL_FAIL(runtime_error, "trajectory file line ", line_no, ": ", what...);
+    };
+    // the next line that is neither blank nor a comment, split into words; false at the end
     const auto next = [&]() -> bool {
         while (std::getline(in, line)) {
             ++line_no;
-            const auto first = line.find_first_not_of(" \t\r");
-            if (first == std::string::npos || line[first] == '#') continue;
-            return true;
+            words.clear();
+            std::size_t at = 0;
+            while ((at = line.find_first_not_of(" \t\r", at)) != std::string::npos) {
+                const std::size_t end = std::min(line.find_first_of(" \t\r", at), line.size());
+                words.emplace_back(line.data() + at, end - at);
+                at = end;
+            }
+            if (!words.empty() && words[0][0] != '#') return true;
         }
         return false;
     };
-    const auto fail = [&](const std::string& what) {
-        FRUGAL_FAIL(runtime_error, "trajectory file line ", line_no, ": ", what);
-    };
-    if (!next() || line.rfind("frugal-trajectories 1", 0) != 0) fail("expected the header 'frugal-trajectories 1'");
-    std::size_t layers = 0;
-    {
-        if (!next()) fail("expected 'layers <L>'");
-        std::istringstream head(line);
-        std::string word;
-        if (!(head >> word >> layers) || word != "layers" || layers == 0) fail("expected 'layers <L>' with L > 0");
-    }
-    set.layers = layers;
-    while (next()) {
-        std::istringstream head(line);
-        std::string word;
+    // the line must be `keyword <positive count>`
+    const auto count_line = [&](std::string_view keyword) -> std::size_t {
         std::size_t n = 0;
-        std::string rest;
-        if (!(head >> word >> n) || word != "query" || n == 0 || (head >> rest)) fail("expected 'query <N>' with N > 0");
-        score_trajectory q(n, layers);
-        for (std::size_t c = 0; c < n; ++c) {
-            if (!next()) fail("query ends after " + std::to_string(c) + " of " + std::to_string(n) + " candidate rows");
-            const char* p = line.data();
-            const char* end = line.data() + line.size();
-            std::size_t l = 0;
-            while (true) {
-                while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
-                if (p == end) break;
-                float v = 0.0f;
-                const auto r = std::from_chars(p, end, v);
-                if (r.ec != std::errc() || !std::isfinite(v)) fail("unparsable or non-finite score");
-                if (l == layers) fail("ragged row: more than " + std::to_string(layers) + " scores");
-                q.at(c, l++) = v;
-                p = r.ptr;
-            }
-            if (l != layers) fail("ragged row: " + std::to_string(l) + " scores, expected " + std::to_string(layers));
+        if (words.size() == 2 && words[0] == keyword) {
+            const auto r = std::from_chars(words[1].data(), words[1].data() + words[1].size(), n);
+            if (r.ec == std::errc() && r.ptr == words[1].data() + words[1].size() && n > 0) return n;
         }
-        set.queries.push_back(std::move(q));
+        fail("expected '", keyword, " <N>' with N a positive decimal count, got '", line.substr(0, 60),
+             line.size() > 60 ? "...'" : "'");
+        return 0;
+    };
+    if (!next() || words.size() != 2 || words[0] != "frugal-trajectories" || (words[1] != "1" && words[1] != "2"))
+        fail("expected the header 'frugal-trajectories 2' (or 1)");
+    const bool version2 = words[1] == "2";
+    if (!next()) fail("expected 'layers <L>'");
+    set.layers = count_line("layers");
+    std::size_t expected_queries = 0;
+    if (version2) {
+        if (!next()) fail("expected 'queries <Q>'");
+        expected_queries = count_line("queries");
+    }
+    bool ended = false;
+    std::vector<float> scores;
+    while (next()) {
+        if (version2 && words.size() == 1 && words[0] == "end") {
+            ended = true;
+            break;
+        }
+        const std::size_t n = count_line("query");
+        scores.clear();
+        for (std::size_t c = 0; c < n; ++c) {
+            if (!next()) fail("query ends after ", c, " of ", n, " candidate rows");
+            if (words.size() != set.layers)
+                fail("ragged row: ", words.size(), " scores, expected ", set.layers);
+            for (const std::string_view w : words) {
+                float v = 0.0f;
+                const auto r = std::from_chars(w.data(), w.data() + w.size(), v);
+                if (r.ec != std::errc() || r.ptr != w.data() + w.size() || !std::isfinite(v))
+                    fail("unparsable or non-finite score '", w.substr(0, 40), "'");
+                scores.push_back(v);
+            }
+        }
+        set.queries.emplace_back(n, set.layers, std::move(scores));
+        scores = {};
+    }
+    if (version2) {
+        if (!ended) fail("no 'end' line: the file is truncated (", set.queries.size(), " of ", expected_queries, " queries)");
+        if (set.queries.size() != expected_queries)
+            fail("'end' after ", set.queries.size(), " queries, the header announced ", expected_queries);
+        if (next()) fail("content after 'end'");
     }
     FRUGAL_CHECK_AS(runtime_error, !set.queries.empty(), "trajectory file holds no query");
     return set;
@@ -166,6 +212,18 @@ inline trajectory_set load_trajectories(const std::filesystem::path& path) {
     std::ifstream in(path);
     FRUGAL_CHECK_AS(runtime_error, in.is_open(), "cannot open trajectory file ", path);
     return read_trajectories(in);
+}
+
+/// Writes `set` to `path` crash-safely (write_file_atomically: a crash leaves the old file
+/// or the new one, never a mix).
+/// @code
+/// frugal::prune::save_trajectories("cal.txt", set, "recorded from bge-reranker, 200 queries");
+/// @endcode
+inline void save_trajectories(const std::filesystem::path& path, const trajectory_set& set,
+                              std::string_view comment = {}) {
+    std::ostringstream out;
+    write_trajectories(out, set, comment);
+    write_file_atomically(path, out.str());
 }
 
 }  // namespace frugal::prune

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// HedraRAG's similarity-aware search order (hedrarag.txt 4.3): a request remembers where
+/// HedraRAG's similarity-aware search order (section 4.3): a request remembers where
 /// its previous retrieval found its (top-20) results and which lists it searched, and its
 /// next query searches those lists first.
 

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// HedraRAG's sub-stage pipelining (hedrarag.txt 4.2, Eq. 1): the sub-stage time budget,
+/// HedraRAG's sub-stage pipelining (section 4.2, Eq. 1): the sub-stage time budget,
 /// the partitioner that cuts retrieval requests (clusters) and generation (decode steps)
 /// into sub-stages of about that cost, and the KV-cache size of 4.4 Eq. 2.
 
@@ -15,7 +15,7 @@
 
 namespace frugal::rag {
 
-/// Expected latency improvement of sub-stage budget `mb` (hedrarag.txt Eq. 1): a waiting
+/// Expected latency improvement of sub-stage budget `mb` (HedraRAG Eq. 1): a waiting
 /// request saves (t_retrieval - mb) / 2 on average and pays `beta` scheduling overhead
 /// for each of the t_retrieval / mb sub-stages. The paper prints the overhead term with
 /// a plus sign, which would make Δ decrease monotonically (no argmax); the text calls it
@@ -111,7 +111,7 @@ struct throughput_curve {
     }
 };
 
-/// The KV-cache size of hedrarag.txt Eq. 2: argmax over KV size in [0, gpu_bytes] of
+/// The KV-cache size of HedraRAG Eq. 2: argmax over KV size in [0, gpu_bytes] of
 /// min(T_G(KV size), T_R(gpu_bytes - KV size)), where the GPU memory not given to the KV
 /// cache caches index clusters. Both curves are measured at the expected request rates;
 /// the maximum of the minimum of two piecewise-linear curves lies at a breakpoint or a

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// tiered_ivf: HedraRAG's hybrid retrieval engine with a partial GPU index cache
-/// (hedrarag.txt 4.4, Figure 11): a hot_set decides which lists a fast tier holds, refreshed
+/// (HedraRAG 4.4, Figure 11): a hot_set decides which lists a fast tier holds, refreshed
 /// every N sub-stages with asynchronous loads; each search splits its lists between the
 /// tiers, which run concurrently, and merges their top-k. The tiers' times come from a cost
 /// model (a simulated fast tier), so the plan and its savings are measurable on any machine.
@@ -13,10 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "frugal/rag/hot_set.hpp"
 #include "frugal/core/error.hpp"
-#include "frugal/retrieve/ivf_flat.hpp"
+#include "frugal/rag/hot_set.hpp"
 #include "frugal/retrieve/top_k.hpp"
+#include "frugal/retrieve/vector_index.hpp"
 
 namespace frugal::rag {
 
@@ -92,7 +92,7 @@ public:
             (in_fast_tier(c) ? fast_bytes : slow_bytes) += bytes;
             hot_.record(c, static_cast<double>(ix_.list_size(c)));
         }
-        // Cache hits count residency (hedrarag.txt Figure 20), whether or not the fast tier runs.
+        // Cache hits count residency (HedraRAG Figure 20), whether or not the fast tier runs.
         hits_ += static_cast<double>(out.fast.size());
         hit_bytes_ += fast_bytes;
         probes_ += static_cast<double>(lists.size());

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// HedraRAG's wavefront scheduler (hedrarag.txt 3.1, 4.2, 4.3, 4.5) over a generator and a
+/// HedraRAG's wavefront scheduler (sections 3.1, 4.2, 4.3, 4.5) over a generator and a
 /// retriever concept: many concurrent requests walk their RAGraphs; each cycle the ready
 /// nodes are cut into sub-stages (Eq. 1), batched by kind and dispatched to the GPU
 /// (generation) and CPU (retrieval) side, which run concurrently; speculative generation
@@ -13,72 +13,128 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <optional>
+#include <set>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
-#include "frugal/core/hash.hpp"
 #include "frugal/rag/cluster_order.hpp"
-#include "frugal/retrieve/top_k.hpp"
 #include "frugal/rag/substage.hpp"
 #include "frugal/rag/workflow.hpp"
+#include "frugal/retrieve/top_k.hpp"
 
 namespace frugal::rag {
 
-/// One request's decode step in a generation batch: the documents it is conditioned on,
-/// its context length, and the text it extends (`*text`, a running hash in simulation).
+/// One request's decode step in a generation batch. Step 0 starts a new generation of
+/// `node` for the request (prefill its prompt from `state` and `docs`); later steps extend
+/// it. A generation ends with the generator's `commit` (kept) or `discard` (a speculative
+/// generation whose documents were not the final ones, 4.3), and the next generation of
+/// the request starts at step 0 again. `context` is the prompt, documents and steps so far
+/// in tokens, as the scheduler estimates it.
 struct generation_slot {
     std::size_t request = 0, step = 0, context = 0;
+    const rag_node* node = nullptr;
+    const rag_state* state = nullptr;
     std::span<const std::uint64_t> docs;
-    std::uint64_t* text = nullptr;
+    bool speculative = false;  ///< conditioned on a partial top-k (4.3): may be discarded
 };
 
-/// One request's share of a retrieval batch: the clusters to search now, in order, and the
-/// top-k heap kept across the request's sub-stages.
+/// One request's share of a retrieval batch: its query (the retriever's own type, from
+/// `query_of`), the clusters to search now, in order, and the top-k heap kept across the
+/// request's sub-stages.
+template <class Query>
 struct retrieval_slot {
     std::size_t request = 0;
-    std::uint64_t query = 0;
+    const Query* query = nullptr;
     std::span<const std::size_t> clusters;
     retrieve::top_k* results = nullptr;
 };
 
-/// The LLM engine as the scheduler drives it: `step(batch)` runs one decode step for every
-/// slot and returns its duration in ms; `step_time(batch, context)` estimates a step for
-/// sub-stage budgeting; `length(state, node)` is the number of steps the node will decode.
+/// The LLM engine as the scheduler drives it, which owns what it generates (text, KV cache)
+/// per request: `step(batch)` runs one decode step for every slot and returns its duration
+/// in ms; `step_time(batch, context)` estimates a step for sub-stage budgeting;
+/// `length(state, node)` is the number of steps the node will decode; `commit(state, node)`
+/// keeps the request's current generation and writes its outputs into the state (what
+/// conditional edges and the next retrieval read); `discard(request)` drops it (frees its KV).
+/// @code
+/// static_assert(frugal::rag::rag_generator<my_engine>);
+/// @endcode
 template <class G>
-concept rag_generator = requires(G& g, const G& cg, std::span<const generation_slot> batch, const rag_state& s,
-                                 const rag_node& n, std::size_t count) {
+concept rag_generator = requires(G& g, const G& cg, std::span<const generation_slot> batch, rag_state& s,
+                                 const rag_state& cs, const rag_node& n, std::size_t count) {
     { g.step(batch) } -> std::convertible_to<double>;
     { cg.step_time(count, count) } -> std::convertible_to<double>;
-    { cg.length(s, n) } -> std::convertible_to<std::size_t>;
+    { cg.length(cs, n) } -> std::convertible_to<std::size_t>;
+    g.commit(s, n);
+    g.discard(count);
 };
 
-/// The vector index as the scheduler drives it: `probe(query)` lists the clusters a query
-/// searches, in order; `cluster_time(c)` estimates the time cluster c adds to a batch;
-/// `search(batch)` searches each slot's clusters into its heap and returns the duration in ms.
-template <class R>
-concept rag_retriever = requires(R& r, const R& cr, std::span<const retrieval_slot> batch, std::uint64_t q,
-                                 std::size_t c) {
-    { cr.probe(q) } -> std::convertible_to<std::vector<std::size_t>>;
-    { cr.cluster_time(c) } -> std::convertible_to<double>;
-    { r.search(batch) } -> std::convertible_to<double>;
+/// A generator that can also write into a state what its unfinished generation has
+/// produced so far, as `commit` would (`preview(state, node)`, the generation going on):
+/// speculative retrieval (4.3) asks the retriever for the query of that previewed state.
+/// @code
+/// static_assert(frugal::rag::rag_previewing_generator<frugal::sim::simulated_generator>);
+/// @endcode
+template <class G>
+concept rag_previewing_generator = rag_generator<G> && requires(const G& g, rag_state& s, const rag_node& n) {
+    g.preview(s, n);
 };
 
-/// A retriever that also names its queries and the cluster of each result: the scheduler
-/// then asks it for each retrieval's query (`query_of(state)`, instead of a hash of the
-/// request, round and text) and applies the similarity-aware cluster order of 4.3 with
-/// each request's local cache of previous results (`list_of(id)` locates them).
+/// A generator whose generations may end before `length` steps, at an end-of-sequence token:
+/// after each step the scheduler asks `stopped(request)`, and a generation that stopped is
+/// over (committed, or discarded if it was a speculation that turned out wrong) like one
+/// that ran all its steps. `length(state, node)` is then the most steps a node may take.
+/// @code
+/// static_assert(frugal::rag::rag_stopping_generator<frugal::sim::simulated_generator>);
+/// @endcode
+template <class G>
+concept rag_stopping_generator = rag_generator<G> && requires(const G& g, std::size_t request) {
+    { g.stopped(request) } -> std::convertible_to<bool>;
+};
+
+/// The query type of retriever R: what its `query_of(state, node)` returns.
 template <class R>
-concept rag_ordered_retriever = rag_retriever<R> && requires(const R& r, const rag_state& s, std::uint64_t id) {
-    { r.query_of(s) } -> std::convertible_to<std::uint64_t>;
+using rag_query_t = std::remove_cvref_t<decltype(std::declval<const R&>().query_of(std::declval<const rag_state&>(),
+                                                                                   std::declval<const rag_node&>()))>;
+
+/// The vector index as the scheduler drives it: `query_of(state, node)` names the query
+/// of the request's retrieval at `node` from its state (the question, the text generated
+/// so far: an embedding, or whatever `probe` takes; compared with == to validate a
+/// speculative retrieval); `probe(query)` lists the clusters it searches, in order;
+/// `cluster_time(c)` estimates the time cluster c adds to a batch; `search(batch)` searches
+/// each slot's clusters into its heap and returns the duration in ms.
+/// @code
+/// static_assert(frugal::rag::rag_retriever<frugal::rag::ivf_retriever<frugal::retrieve::ivf_flat, my_embedder>>);
+/// @endcode
+template <class R>
+concept rag_retriever =
+    requires(const R& cr, const rag_state& s, const rag_node& n) { cr.query_of(s, n); } &&
+    std::copyable<rag_query_t<R>> && std::equality_comparable<rag_query_t<R>> &&
+    requires(R& r, const R& cr, const rag_query_t<R>& q, std::span<const retrieval_slot<rag_query_t<R>>> batch,
+             std::size_t c) {
+        { cr.probe(q) } -> std::convertible_to<std::vector<std::size_t>>;
+        { cr.cluster_time(c) } -> std::convertible_to<double>;
+        { r.search(batch) } -> std::convertible_to<double>;
+    };
+
+/// A retriever that also names the cluster each result came from (`list_of(id)`): the
+/// scheduler then applies the similarity-aware cluster order of 4.3 with each request's
+/// local cache of previous results, and can run speculative retrieval.
+/// @code
+/// static_assert(frugal::rag::rag_ordered_retriever<frugal::rag::ivf_retriever<frugal::retrieve::ivf_flat, my_embedder>>);
+/// @endcode
+template <class R>
+concept rag_ordered_retriever = rag_retriever<R> && requires(const R& r, std::uint64_t id) {
     { r.list_of(id) } -> std::convertible_to<std::size_t>;
 };
 
-/// Which scheduler runs the requests (hedrarag.txt Figure 5).
+/// Which scheduler runs the requests (HedraRAG Figure 5).
 enum class rag_policy : std::uint8_t {
     /// (a) "general RAG frameworks" (LangChain-style chains over an engine): one loop calls
     /// the LLM engine and the vector index in turn, so the GPU and the CPU never work at the
@@ -105,14 +161,17 @@ struct rag_schedule_options {
     std::size_t speculate_after = 1;      ///< retrieval sub-stages before speculation may start
     std::size_t doc_tokens = 128;         ///< context tokens per retrieved document
     /// Similarity-aware cluster order (4.3) from each request's local cache of its previous
-    /// retrieval's top `history` results (wavefront only; needs a rag_ordered_retriever).
+    /// retrieval's top `history` results (wavefront only; applied when the retriever is a
+    /// rag_ordered_retriever, which locates the results' clusters).
     bool reorder = true;
     std::size_t history = 20;
     /// Speculative retrieval (4.3): once `speculate_retrieval_at` of a generation's steps are
     /// done and fewer than `speculate_retrieval_below` requests are retrieving (the paper's
-    /// tau T_max for retrieval, 32), the next retrieval starts from the partial text; when
-    /// the generation ends it is kept if its query is the final one, else discarded and re-run
-    /// (its results still guide the cluster order). Wavefront only; needs a rag_ordered_retriever.
+    /// tau T_max for retrieval, 32), the next retrieval starts with the query of the state the
+    /// generator previews from its partial output; when the generation ends it is kept if
+    /// its query equals the final one, else discarded and re-run (its results still guide the
+    /// cluster order). Wavefront only; `schedule_rag` throws when it is asked for and the
+    /// generator is not a rag_previewing_generator or the retriever not a rag_ordered_retriever.
     /// Off by default: it pays only when a partial generation's query is often the final one
     /// (a `query_of` that reads a query the generation emits early, e.g. a sub-question).
     bool speculate_retrieval = false;
@@ -152,66 +211,119 @@ struct rag_run {
     }
 };
 
-namespace detail {
+/// HedraRAG's wavefront scheduler as an object an engine keeps across its serving loop
+/// (HedraRAG 3.1, 4.2, 4.3, 4.5): requests are submitted as they arrive and finish in
+/// any order; `run_until(t)` advances the scheduler's clock to t, dispatching batches to the
+/// generator (the GPU side) and the retriever (the CPU side) and completing them as their
+/// durations elapse; `take_finished()` hands back the requests done since the last call.
+/// The two sides each run one batch at a time, concurrently on the scheduler's clock; the
+/// generator and the retriever are called on the calling thread and report how long each
+/// batch took (measured, or modelled as in frugal::sim). Submitting the requests in input
+/// order, each before the clock passes its arrival, gives exactly the run `schedule_rag`
+/// gives with all of them up front. Request ids count submissions from 0; state stays
+/// valid while others come and go.
+/// @code
+/// frugal::rag::rag_scheduler sched(engine, retriever, {.policy = frugal::rag::rag_policy::wavefront});
+/// for (double t = 0;; t += 10) {
+///     for (auto& r : arrivals_before(t)) sched.submit(std::move(r));
+///     sched.run_until(t);
+///     for (auto& done : sched.take_finished()) reply(done.state.request, done.state.text("answer"));
+/// }
+/// @endcode
+template <rag_generator G, rag_retriever R>
+class rag_scheduler {
+    using query_type = rag_query_t<R>;
 
-template <class G, class R>
-class rag_engine {
 public:
-    rag_engine(std::vector<rag_request> reqs, G& gen, R& ret, const rag_schedule_options& opt)
-        : gen_(gen), ret_(ret), opt_(opt) {
-        FRUGAL_CHECK(std::isfinite(opt.beta_ms) && opt.beta_ms > 0.0, "schedule_rag: beta ", opt.beta_ms, " ms (must be > 0)");
-        FRUGAL_CHECK(opt.history > 0, "schedule_rag: history of 0 results");
+    rag_scheduler(G& gen, R& ret, const rag_schedule_options& opt = {}) : gen_(gen), ret_(ret), opt_(opt) {
+        FRUGAL_CHECK(std::isfinite(opt.beta_ms) && opt.beta_ms > 0.0, "rag_scheduler: beta ", opt.beta_ms, " ms (must be > 0)");
+        FRUGAL_CHECK(opt.history > 0, "rag_scheduler: history of 0 results");
         FRUGAL_CHECK(opt.speculate_retrieval_at > 0.0 && opt.speculate_retrieval_at < 1.0,
-                     "schedule_rag: speculate_retrieval_at ", opt.speculate_retrieval_at, " is outside (0, 1)");
-        live_.resize(reqs.size());
-        for (std::size_t i = 0; i < reqs.size(); ++i) {
-            FRUGAL_CHECK(reqs[i].graph != nullptr, "schedule_rag: request ", i, " has no workflow");
-            FRUGAL_CHECK(std::isfinite(reqs[i].arrival) && reqs[i].arrival >= 0.0, "schedule_rag: request ", i,
-                         " arrives at ", reqs[i].arrival);
-            reqs[i].graph->validate();
-            live_[i].req = std::move(reqs[i]);
-            live_[i].history.emplace(opt.history);
-            live_[i].req.state.request = i;
-            order_.push_back(i);
-        }
-        std::stable_sort(order_.begin(), order_.end(),
-                         [&](std::size_t a, std::size_t b) { return live_[a].req.arrival < live_[b].req.arrival; });
+                     "rag_scheduler: speculate_retrieval_at ", opt.speculate_retrieval_at, " is outside (0, 1)");
+        FRUGAL_CHECK(!opt.speculate_retrieval || speculative_retrieval,
+                     "rag_scheduler: speculate_retrieval needs a generator with preview(state, node) "
+                     "(rag_previewing_generator) and a retriever with list_of(id) (rag_ordered_retriever)");
     }
 
-    rag_run run() {
-        std::size_t admitted = 0;
+    /// Admits `request`, arriving at `request.arrival` (ms, not before the clock: >= the last
+    /// run_until time), and returns its id, which becomes `state.request`. Throws on a missing
+    /// or invalid workflow or a bad arrival time.
+    std::size_t submit(rag_request request) {
+        const std::size_t id = base_ + live_.size();
+        FRUGAL_CHECK(request.graph != nullptr, "rag_scheduler: request ", id, " has no workflow");
+        FRUGAL_CHECK(std::isfinite(request.arrival) && request.arrival >= 0.0 && request.arrival >= horizon_,
+                     "rag_scheduler: request ", id, " arrives at ", request.arrival, ", before the scheduler's clock ",
+                     horizon_);
+        request.graph->validate();
+        request.state.request = id;
+        arrivals_.emplace(request.arrival, id);
+        live& l = live_.emplace_back();
+        l.req = std::move(request);
+        l.history.emplace(opt_.history);
+        return id;
+    }
+
+    /// Runs every event (batch ends, arrivals) before time `t` (ms): afterwards no request
+    /// may arrive before t. Throws if `t` is NaN or earlier than a previous `t`.
+    void run_until(double t) {
+        FRUGAL_CHECK(!std::isnan(t) && t >= horizon_, "rag_scheduler::run_until: time ", t, " is before ", horizon_);
+        horizon_ = t;
         while (true) {
             dispatch();
-            const double next_arrival =
-                admitted < order_.size() ? live_[order_[admitted]].req.arrival : std::numeric_limits<double>::infinity();
-            double t = next_arrival;
-            if (gpu_.running) t = std::min(t, gpu_.end);
-            if (cpu_.running) t = std::min(t, cpu_.end);
-            if (!std::isfinite(t)) break;
-            now_ = t;
-            if (gpu_.running && gpu_.end == t) complete_gpu();
-            if (cpu_.running && cpu_.end == t) complete_cpu();
-            while (admitted < order_.size() && live_[order_[admitted]].req.arrival <= now_) {
-                live& l = live_[order_[admitted++]];
-                advance(l, rag_start);
+            double next = arrivals_.empty() ? std::numeric_limits<double>::infinity() : arrivals_.begin()->first;
+            if (gpu_.running) next = std::min(next, gpu_.end);
+            if (cpu_.running) next = std::min(next, cpu_.end);
+            if (!(next < t)) return;
+            now_ = next;
+            if (gpu_.running && gpu_.end == now_) complete_gpu();
+            if (cpu_.running && cpu_.end == now_) complete_cpu();
+            while (!arrivals_.empty() && arrivals_.begin()->first <= now_) {
+                const std::size_t id = arrivals_.begin()->second;
+                arrivals_.erase(arrivals_.begin());
+                advance(at(id), rag_start);
             }
         }
-        rag_run out;
-        out = std::move(stats_);
-        for (auto& l : live_) {
-            FRUGAL_CHECK(l.done, "schedule_rag: request ", l.req.state.request, " never finished (scheduler stall)");
-            out.makespan = std::max(out.makespan, l.finish);
-            out.requests.push_back({l.req.arrival, l.finish, std::move(l.req.state)});
+    }
+
+    /// Runs until every submitted request has finished. Throws if one never can (a
+    /// scheduler stall).
+    void run() {
+        run_until(std::numeric_limits<double>::infinity());
+        horizon_ = now_;  // submissions may go on from the last event
+        FRUGAL_CHECK(in_flight() == 0, "rag_scheduler: ", in_flight(), " requests never finished (scheduler stall)");
+    }
+
+    /// The requests that finished since the last call, in finishing order: arrival, finish
+    /// and final state (its `request` is the id `submit` returned).
+    [[nodiscard]] std::vector<rag_outcome> take_finished() {
+        std::vector<rag_outcome> out;
+        for (std::size_t id : finished_) {
+            live& l = at(id);
+            out.push_back({l.req.arrival, l.finish, std::move(l.req.state)});
+            l.taken = true;
+        }
+        finished_.clear();
+        while (!live_.empty() && live_.front().taken) {  // forget the finished prefix
+            live_.pop_front();
+            ++base_;
         }
         return out;
     }
+
+    /// The scheduler's clock: the time of the last event run (ms).
+    [[nodiscard]] double now() const noexcept { return now_; }
+    /// Requests submitted and not yet finished.
+    [[nodiscard]] std::size_t in_flight() const noexcept { return submitted() - done_; }
+    /// Requests submitted so far.
+    [[nodiscard]] std::size_t submitted() const noexcept { return base_ + live_.size(); }
+    /// Busy times and counters so far (`requests` empty; `makespan` is the last finish).
+    [[nodiscard]] const rag_run& statistics() const noexcept { return stats_; }
 
 private:
     struct gen_part {
         bool active = false, busy = false, speculative = false;
         rag_node_id node = 0;
         std::size_t steps = 0, length = 0;
-        std::uint64_t text0 = 0, text = 0;
         std::vector<std::uint64_t> docs;
     };
     struct ret_part {
@@ -219,7 +331,7 @@ private:
         bool speculative = false, discard = false;  // started from a partial generation; rolled back while busy
         rag_node_id node = 0;
         std::size_t k = 0;  // the node's top-k
-        std::uint64_t query = 0;
+        std::optional<query_type> query;
         std::vector<std::size_t> probe;
         std::size_t next = 0, substages = 0;
         std::optional<retrieve::top_k> found;  // holds max(top_k, history) results when reordering
@@ -228,7 +340,7 @@ private:
         rag_request req;
         rag_node_id at = rag_start;
         double ready_at = 0.0, finish = 0.0;
-        bool done = false;
+        bool done = false, taken = false;
         gen_part gen;
         ret_part ret;
         std::optional<retrieval_history> history;  // the request's local cache (4.3)
@@ -240,14 +352,11 @@ private:
         std::vector<std::size_t> members;
     };
 
-    static constexpr bool ordered = rag_ordered_retriever<R>;
-    [[nodiscard]] bool wavefront() const noexcept { return opt_.policy == rag_policy::wavefront; }
+    [[nodiscard]] live& at(std::size_t id) { return live_[id - base_]; }
 
-    // The request's next query: the retriever's own when it names queries, else a hash.
-    [[nodiscard]] std::uint64_t query_of(const rag_state& s) const {
-        if constexpr (ordered) return static_cast<std::uint64_t>(ret_.query_of(s));
-        else return hash_combine(hash_combine(s.request, s.retrieved.size()), s.text);
-    }
+    static constexpr bool ordered = rag_ordered_retriever<R>;
+    static constexpr bool speculative_retrieval = ordered && rag_previewing_generator<G>;
+    [[nodiscard]] bool wavefront() const noexcept { return opt_.policy == rag_policy::wavefront; }
     // The node's top-k of the (possibly wider) heap.
     [[nodiscard]] static std::vector<std::uint64_t> result_ids(const ret_part& rp) {
         std::vector<std::uint64_t> ids = rp.found->ids();
@@ -272,12 +381,15 @@ private:
     void advance(live& l, rag_node_id from) {
         const rag_graph& g = *l.req.graph;
         for (std::size_t hops = 0;; ++hops) {
-            FRUGAL_CHECK(hops <= 1000000, "schedule_rag: request ", l.req.state.request,
+            FRUGAL_CHECK(hops <= 1000000, "rag_scheduler: request ", l.req.state.request,
                          " ran a million user nodes without reaching generation, retrieval or END");
             const rag_node_id to = g.next(from, l.req.state);
             if (to == rag_end) {
                 l.done = true;
                 l.finish = now_;
+                stats_.makespan = std::max(stats_.makespan, now_);
+                finished_.push_back(l.req.state.request);
+                ++done_;
                 return;
             }
             const rag_node& n = g.node(to);
@@ -303,7 +415,6 @@ private:
         gp.node = id;
         gp.steps = 0;
         gp.length = std::max<std::size_t>(1, gen_.length(l.req.state, n));
-        gp.text0 = gp.text = l.req.state.text;
         if (speculative) gp.docs = result_ids(l.ret);
         else if (!l.req.state.retrieved.empty()) gp.docs = l.req.state.retrieved.back();
         else gp.docs.clear();
@@ -312,7 +423,7 @@ private:
     // Reaching retrieval node `id`: a speculative retrieval of it is validated (same query:
     // it becomes the real one; else it is rolled back), otherwise the retrieval starts.
     void start_retrieval(live& l, rag_node_id id) {
-        const std::uint64_t query = query_of(l.req.state);
+        query_type query = ret_.query_of(l.req.state, l.req.graph->node(id));
         ret_part& rp = l.ret;
         if (rp.active && rp.speculative) {
             FRUGAL_ASSERT(rp.node == id);
@@ -329,10 +440,10 @@ private:
                 return;
             }
         }
-        begin_retrieval(l, id, query, false);
+        begin_retrieval(l, id, std::move(query), false);
     }
 
-    void begin_retrieval(live& l, rag_node_id id, std::uint64_t query, bool speculative) {
+    void begin_retrieval(live& l, rag_node_id id, query_type query, bool speculative) {
         const rag_node& n = l.req.graph->node(id);
         ret_part& rp = l.ret;
         rp.active = true;
@@ -340,9 +451,9 @@ private:
         rp.discard = false;
         rp.node = id;
         rp.k = n.top_k;
-        rp.query = query;
-        rp.probe = ret_.probe(rp.query);
-        FRUGAL_CHECK(!rp.probe.empty(), "schedule_rag: the retriever probes no cluster for request ", l.req.state.request);
+        rp.query = std::move(query);
+        rp.probe = ret_.probe(*rp.query);
+        FRUGAL_CHECK(!rp.probe.empty(), "rag_scheduler: the retriever probes no cluster for request ", l.req.state.request);
         const bool reorder = ordered && wavefront() && opt_.reorder;
         if (reorder) rp.probe = l.history->order(rp.probe);
         rp.next = 0;
@@ -382,11 +493,11 @@ private:
     void dispatch_gpu() {
         std::vector<std::size_t> batch;
         std::size_t ctx = 0, longest = 0;
-        for (std::size_t i = 0; i < live_.size(); ++i)
-            if (gen_ready(live_[i])) {
-                batch.push_back(i);
-                ctx += context(live_[i]);
-                longest = std::max(longest, live_[i].gen.length - live_[i].gen.steps);
+        for (const live& l : live_)
+            if (gen_ready(l)) {
+                batch.push_back(l.req.state.request);
+                ctx += context(l);
+                longest = std::max(longest, l.gen.length - l.gen.steps);
             }
         if (batch.empty()) return;
         std::size_t steps = 1;
@@ -400,15 +511,22 @@ private:
         for (std::size_t s = 0; s < steps; ++s) {
             slots.clear();
             for (std::size_t i : batch) {
-                live& l = live_[i];
+                live& l = at(i);
                 if (l.gen.steps == l.gen.length) continue;
-                slots.push_back({i, l.gen.steps, context(l), l.gen.docs, &l.gen.text});
+                slots.push_back({i, l.gen.steps, context(l), &l.req.graph->node(l.gen.node), &l.req.state, l.gen.docs,
+                                 l.gen.speculative});
             }
             if (slots.empty()) break;
             d += static_cast<double>(gen_.step(std::span<const generation_slot>(slots)));
-            for (const auto& sl : slots) ++live_[sl.request].gen.steps;
+            for (const auto& sl : slots) {
+                gen_part& gp = at(sl.request).gen;
+                ++gp.steps;
+                if constexpr (rag_stopping_generator<G>) {
+                    if (gp.steps < gp.length && gen_.stopped(sl.request)) gp.length = gp.steps;  // end of sequence
+                }
+            }
         }
-        for (std::size_t i : batch) live_[i].gen.busy = true;
+        for (std::size_t i : batch) at(i).gen.busy = true;
         gpu_ = {true, now_ + d, std::move(batch)};
         stats_.gpu_busy += d;
         ++stats_.gpu_batches;
@@ -416,13 +534,13 @@ private:
 
     void dispatch_cpu() {
         std::vector<std::size_t> batch;
-        for (std::size_t i = 0; i < live_.size(); ++i)
-            if (ret_ready(live_[i])) batch.push_back(i);
+        for (const live& l : live_)
+            if (ret_ready(l)) batch.push_back(l.req.state.request);
         if (batch.empty()) return;
         const double mb = budget();
-        std::vector<retrieval_slot> slots;
+        std::vector<retrieval_slot<query_type>> slots;
         for (std::size_t i : batch) {
-            live& l = live_[i];
+            live& l = at(i);
             std::size_t end = l.ret.probe.size();
             if (opt_.policy == rag_policy::wavefront && mb > 0.0) {
                 // Retrieval sub-stage: this request's next clusters up to the budget (4.2).
@@ -430,20 +548,20 @@ private:
                 for (std::size_t k = l.ret.next; k < end; ++k) costs.push_back(ret_.cluster_time(l.ret.probe[k]));
                 end = l.ret.next + partition_by_budget(costs, mb).front().second;
             }
-            slots.push_back({i, l.ret.query,
+            slots.push_back({i, &*l.ret.query,
                              std::span<const std::size_t>(l.ret.probe).subspan(l.ret.next, end - l.ret.next),
                              &*l.ret.found});
             l.ret.next = end;
             l.ret.busy = true;
         }
-        const double d = opt_.beta_ms + static_cast<double>(ret_.search(std::span<const retrieval_slot>(slots)));
+        const double d = opt_.beta_ms + static_cast<double>(ret_.search(std::span<const retrieval_slot<query_type>>(slots)));
         cpu_ = {true, now_ + d, std::move(batch)};
         stats_.cpu_busy += d;
         ++stats_.cpu_batches;
     }
 
     void finish_generation(live& l) {
-        l.req.state.text = l.gen.text;
+        gen_.commit(l.req.state, l.req.graph->node(l.gen.node));
         ++l.req.state.visits[l.gen.node];
         l.gen.active = false;
         advance(l, l.gen.node);
@@ -458,8 +576,9 @@ private:
         l.ready_at = now_;
         if (!same) {
             ++stats_.rollbacks;
+            if (l.gen.steps > 0) gen_.discard(l.req.state.request);  // else the generator never saw it
             l.gen.steps = 0;
-            l.gen.text = l.gen.text0;
+            l.gen.length = std::max<std::size_t>(1, gen_.length(l.req.state, l.req.graph->node(l.gen.node)));
             l.gen.docs = l.req.state.retrieved.back();
             return;
         }
@@ -472,7 +591,7 @@ private:
         std::size_t cpu_load = 0;
         for (const live& l : live_) cpu_load += l.ret.active ? 1 : 0;
         for (std::size_t i : s.members) {
-            live& l = live_[i];
+            live& l = at(i);
             l.gen.busy = false;
             if (l.verdict) apply_verdict(l);
             else if (!l.gen.speculative && l.gen.active && l.gen.steps == l.gen.length) finish_generation(l);
@@ -506,7 +625,7 @@ private:
     // Speculative retrieval (4.3) from the partial text of a generation whose plain edge
     // leads to a retrieval node, when the CPU side is under-used.
     void maybe_speculate_retrieval([[maybe_unused]] live& l, [[maybe_unused]] std::size_t& cpu_load) {
-        if constexpr (ordered) {
+        if constexpr (speculative_retrieval) {
             if (!wavefront() || !opt_.speculate_retrieval || !l.gen.active || l.gen.speculative || l.ret.active ||
                 cpu_load >= opt_.speculate_retrieval_below || l.gen.steps >= l.gen.length ||
                 static_cast<double>(l.gen.steps) < opt_.speculate_retrieval_at * static_cast<double>(l.gen.length))
@@ -515,16 +634,12 @@ private:
             if (g.conditional(l.gen.node)) return;
             const rag_node_id to = g.next(l.gen.node, l.req.state);
             if (to == rag_end || g.node(to).kind != rag_node_kind::retrieval) return;
-            // The query the finished generation would send, from the text so far: the state
-            // as it will be when the retrieval node is reached, but with the partial text.
-            rag_state& st = l.req.state;
-            const std::uint64_t text = st.text;
-            st.text = l.gen.text;
+            // The query the finished generation would send, from its output so far: the state
+            // as it will be when the retrieval node is reached, with the previewed output.
+            rag_state st = l.req.state;
+            gen_.preview(st, g.node(l.gen.node));
             ++st.visits[l.gen.node];
-            const std::uint64_t query = query_of(st);
-            st.text = text;
-            if (--st.visits[l.gen.node] == 0) st.visits.erase(l.gen.node);
-            begin_retrieval(l, to, query, true);
+            begin_retrieval(l, to, ret_.query_of(st, g.node(to)), true);
             ++cpu_load;
             ++stats_.retrieval_speculations;
         }
@@ -536,11 +651,11 @@ private:
         std::size_t gpu_load = 0;
         for (const live& l : live_) gpu_load += l.gen.active ? 1 : 0;
         for (std::size_t i : s.members) {
-            live& l = live_[i];
+            live& l = at(i);
             l.ret.busy = false;
             ++l.ret.substages;
             if (l.ret.discard) {  // a speculative retrieval rolled back while on the CPU
-                begin_retrieval(l, l.ret.node, query_of(l.req.state), false);
+                begin_retrieval(l, l.ret.node, ret_.query_of(l.req.state, l.req.graph->node(l.ret.node)), false);
                 continue;
             }
             if (l.ret.speculative) continue;  // validated when its generation ends
@@ -565,22 +680,24 @@ private:
     G& gen_;
     R& ret_;
     rag_schedule_options opt_;
-    std::vector<live> live_;
-    std::vector<std::size_t> order_;
+    std::deque<live> live_;                             // requests base_, base_ + 1, ...
+    std::size_t base_ = 0, done_ = 0;                   // the first id kept; requests finished
+    std::set<std::pair<double, std::size_t>> arrivals_;  // submitted, not yet arrived: (arrival, id)
+    std::vector<std::size_t> finished_;                 // finished, not yet taken
+    double horizon_ = 0.0;                               // no request may arrive before it
     side gpu_, cpu_;
     double now_ = 0.0, retrieval_mean_ = 0.0;
     std::size_t retrievals_ = 0;
     rag_run stats_;
 };
 
-}  // namespace detail
-
-/// Runs `requests` through their workflows on `gen` and `ret` under `opt.policy` and
-/// returns each request's arrival, finish and final state. Time advances by the durations
-/// the generator and retriever return, and the GPU side and the CPU side each run one batch
-/// at a time, concurrently (the CPU-GPU pipeline of 4.5); with cost models (rag_simulation.hpp)
-/// this is the deterministic simulation mode. Speculative generations that fail validation
-/// are re-run, so every policy produces the same states.
+/// Runs `requests` through their workflows on `gen` and `ret` under `opt.policy` (a
+/// rag_scheduler given every request up front, run to the end) and returns each request's
+/// arrival, finish and final state, in input order. Time advances by the durations the
+/// generator and retriever return, and the GPU side and the CPU side each run one batch at a
+/// time, concurrently (the CPU-GPU pipeline of 4.5); with cost models (frugal::sim's
+/// rag_simulation.hpp) this is the deterministic simulation mode. Speculative generations
+/// that fail validation are re-run, so every policy produces the same states.
 /// @code
 /// auto g = frugal::rag::hyde_workflow();
 /// frugal::sim::simulated_generator gen; frugal::sim::simulated_retriever ret;
@@ -590,7 +707,13 @@ private:
 template <rag_generator G, rag_retriever R>
 [[nodiscard]] rag_run schedule_rag(std::vector<rag_request> requests, G& gen, R& ret,
                                    const rag_schedule_options& opt = {}) {
-    return detail::rag_engine<G, R>(std::move(requests), gen, ret, opt).run();
+    rag_scheduler<G, R> sched(gen, ret, opt);
+    for (rag_request& r : requests) (void)sched.submit(std::move(r));
+    sched.run();
+    rag_run out = sched.statistics();
+    out.requests.resize(requests.size());
+    for (rag_outcome& o : sched.take_finished()) out.requests[o.state.request] = std::move(o);
+    return out;
 }
 
 }  // namespace frugal::rag

@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// RAGraph (hedrarag.txt 4.1, Listing 1): a RAG workflow as a graph of generation,
+/// RAGraph (HedraRAG 4.1, Listing 1): a RAG workflow as a graph of generation,
 /// retrieval and user nodes with plain and conditional edges, its validation, the
 /// per-request state the conditions read, and Listing 1's workflows.
 
@@ -30,17 +30,29 @@ inline constexpr rag_node_id rag_end = std::numeric_limits<rag_node_id>::max();
 /// What a node does: LLM generation, vector retrieval, or a user callback on the state.
 enum class rag_node_kind : std::uint8_t { generation, retrieval, user };
 
-/// The state of one request as it walks its workflow: named integer values (Listing 1's
-/// `s.get("subquestion")`), how often each node has finished, the documents of every
-/// retrieval so far, and a running hash of the generated text (what simulation mode
-/// generates; a real engine keeps its text elsewhere and may leave it 0).
+/// The state of one request as it walks its workflow: the user's question (Listing 1's
+/// `{input}`, `add_request("What is RAG?", g1)`), the named outputs of its generations so
+/// far (text, Listing 1's `output="hypopara"`, and integers, Listing 1's
+/// `s.get("subquestion")`), how often each node has finished, and the documents of every
+/// retrieval so far. The generator writes the outputs when a generation is kept; the
+/// retriever reads its query from here; conditional edges and user nodes read and write it.
+/// @code
+/// frugal::rag::rag_state s{.input = "Compare RAG with long-context models."};
+/// s.values["subquestions"] = 3;
+/// @endcode
 struct rag_state {
     std::size_t request = 0;
-    std::map<std::string, std::int64_t, std::less<>> values;
-    std::map<rag_node_id, std::size_t> visits;
-    std::vector<std::vector<std::uint64_t>> retrieved;
-    std::uint64_t text = 0;
+    std::string input{};
+    std::map<std::string, std::string, std::less<>> texts{};
+    std::map<std::string, std::int64_t, std::less<>> values{};
+    std::map<rag_node_id, std::size_t> visits{};
+    std::vector<std::vector<std::uint64_t>> retrieved{};
 
+    /// The text output named `key`, empty when unset.
+    [[nodiscard]] std::string_view text(std::string_view key) const {
+        auto it = texts.find(key);
+        return it == texts.end() ? std::string_view{} : std::string_view(it->second);
+    }
     /// The value named `key`, 0 when unset.
     [[nodiscard]] std::int64_t get(std::string_view key) const {
         auto it = values.find(key);
@@ -208,7 +220,7 @@ struct rag_workflow_lengths {
     std::size_t prompt = 256;     ///< prompt tokens before retrieved documents
 };
 
-/// One-shot: retrieve top-k for the input, then answer (hedrarag.txt 6.1).
+/// One-shot: retrieve top-k for the input, then answer (HedraRAG 6.1).
 /// @code
 /// auto g = frugal::rag::one_shot_workflow(5);
 /// @endcode

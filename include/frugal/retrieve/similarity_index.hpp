@@ -1,7 +1,9 @@
 #pragma once
 /// @file
-/// similarity_index: the vector-store concept behind the semantic QA bank, and a flat
-/// (exhaustive) reference index whose scan is pluggable.
+/// flat_similarity_index: the exhaustive reference model of the `similarity_index` concept
+/// (vector_index.hpp) behind the semantic QA bank, scanning with any `vector_scan`
+/// (distance.hpp), and `normalize_into`. Including it also gives the concept, the match
+/// type and `scalar_scan`.
 
 #include <algorithm>
 #include <cmath>
@@ -10,52 +12,17 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
+#include "frugal/retrieve/distance.hpp"
+#include "frugal/retrieve/top_k.hpp"
+#include "frugal/retrieve/vector_index.hpp"
 
 namespace frugal::retrieve {
-
-/// The best stored vector for a query: its slot and inner product (cosine for unit vectors).
-/// @code
-/// if (auto m = index.nearest(q); m && m->similarity >= 0.9) use(m->slot);
-/// @endcode
-struct similarity_match {
-    std::size_t slot;
-    float similarity;
-};
-
-/// A store of unit vectors in numbered slots that finds the slot with the largest inner
-/// product with a query. Plug in your own (an HNSW or IVF index) through this concept; the
-/// semantic cache hands it unit-normalized vectors and manages the slot numbers.
-/// @code
-/// static_assert(frugal::retrieve::similarity_index<my_faiss_adapter>);
-/// @endcode
-template <class I>
-concept similarity_index = requires(I& index, const I& cindex, std::size_t slot, std::span<const float> v) {
-    { cindex.dim() } -> std::convertible_to<std::size_t>;
-    index.store(slot, v);
-    index.erase(slot);
-    { cindex.nearest(v) } -> std::same_as<std::optional<similarity_match>>;
-    { cindex.vector(slot) } -> std::same_as<std::span<const float>>;
-};
-
-/// Scores every row of `rows` against `query` into `out` (inner products): the scan of a
-/// flat index. The default is a plain loop; `frugal::eigen::gemv_scan` uses Eigen.
-/// @code
-/// frugal::retrieve::flat_similarity_index<frugal::retrieve::scalar_scan> index(384);
-/// @endcode
-struct scalar_scan {
-    void operator()(matrix_view<const float> rows, std::span<const float> query, std::span<float> out) const {
-        for (std::size_t r = 0; r < rows.rows(); ++r) {
-            const auto row = rows.row(r);
-            float s = 0.0f;
-            for (std::size_t c = 0; c < row.size(); ++c) s += row[c] * query[c];
-            out[r] = s;
-        }
-    }
-};
 
 /// Exhaustive inner-product index over a dense slot x dim matrix: exact, O(slots x dim) per
 /// query with the `Scan` kernel, good to tens of thousands of entries (a QA bank's scale).
@@ -64,7 +31,7 @@ struct scalar_scan {
 /// index.store(0, unit_vector);
 /// auto best = index.nearest(unit_query);   // {slot, cosine}
 /// @endcode
-template <class Scan = scalar_scan>
+template <vector_scan Scan = scalar_scan>
 class flat_similarity_index {
 public:
     explicit flat_similarity_index(std::size_t dim, Scan scan = {}) : dim_(dim), scan_(std::move(scan)) {
@@ -75,10 +42,15 @@ public:
     /// Stores `v` (dim() floats) in `slot`, growing the matrix as needed.
     void store(std::size_t slot, std::span<const float> v) {
         FRUGAL_CHECK(v.size() == dim_, "flat_similarity_index::store: vector of ", v.size(), " floats, dimension ", dim_);
+        for (std::size_t i = 0; i < v.size(); ++i)
+            FRUGAL_CHECK(std::isfinite(v[i]), "flat_similarity_index::store: non-finite value ", v[i], " at ", i);
         if (slot >= used_.size()) {
-            used_.resize(slot + 1, false);
-            data_.resize(used_.size() * dim_, 0.0f);
-            scores_.resize(used_.size());
+            const std::size_t floats = checked_mul(checked_add(slot, std::size_t{1}, "slot + 1"), dim_, "slots x dim");
+            FRUGAL_CHECK(floats <= data_.max_size(), "flat_similarity_index::store: slot ", slot, " needs ", floats,
+                         " floats, more than a vector holds");
+            data_.resize(floats, 0.0f);
+            scores_.resize(slot + 1);
+            used_.resize(slot + 1, false);  // last: its size is the row count the other two cover
         }
         std::copy(v.begin(), v.end(), data_.begin() + static_cast<std::ptrdiff_t>(slot * dim_));
         used_[slot] = true;
@@ -93,11 +65,13 @@ public:
     [[nodiscard]] std::optional<similarity_match> nearest(std::span<const float> q) const {
         FRUGAL_CHECK(q.size() == dim_, "flat_similarity_index::nearest: query of ", q.size(), " floats, dimension ", dim_);
         if (used_.empty()) return std::nullopt;
-        scan_(matrix_view<const float>(data_.data(), used_.size(), dim_), q, scores_);
-        std::optional<similarity_match> best;
+        scan_(matrix_view<const float>(data_.data(), used_.size(), dim_), q, scores_, metric::inner_product);
+        best_.clear();  // the largest inner product is the smallest negated one
         for (std::size_t s = 0; s < used_.size(); ++s)
-            if (used_[s] && (!best || scores_[s] > best->similarity)) best = similarity_match{s, scores_[s]};
-        return best;
+            if (used_[s]) best_.offer(-scores_[s], s);
+        if (best_.size() == 0) return std::nullopt;
+        const auto [negated, slot] = best_.unordered().front();
+        return similarity_match{static_cast<std::size_t>(slot), -negated};
     }
     /// The vector stored in `slot`.
     [[nodiscard]] std::span<const float> vector(std::size_t slot) const {
@@ -112,6 +86,7 @@ private:
     std::vector<float> data_;
     std::vector<bool> used_;
     mutable std::vector<float> scores_;
+    mutable top_k best_{1};
 };
 
 static_assert(similarity_index<flat_similarity_index<>>);

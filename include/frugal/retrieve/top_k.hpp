@@ -1,13 +1,17 @@
 #pragma once
 /// @file
-/// top_k: the bounded max-heap of (distance, id) candidates that a search keeps across
-/// clusters, so a search can stop after any cluster and resume later (hedrarag.txt 4.2-4.3).
+/// top_k: the bounded max-heap of (distance, id) candidates that every search in
+/// frugal::retrieve keeps (the flat index's best slot, ivf_flat's probe and list scans),
+/// and that an IVF search keeps across clusters so it can stop after any cluster and resume
+/// later (HedraRAG 4.2-4.3); and argmin, the top-1 of a dense row of scores (the k-means
+/// assignment).
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -46,10 +50,13 @@ public:
     }
 
     /// Offers every candidate of `other`: the result is the k best of both heaps' candidates
-    /// (what a search split between two tiers merges, hedrarag.txt 4.4).
+    /// (what a search split between two tiers merges, HedraRAG 4.4).
     void merge(const top_k& other) {
         for (const entry& e : other.heap_) offer(e.first, e.second);
     }
+
+    /// Forgets every candidate (k stays; the storage is kept for reuse).
+    void clear() noexcept { heap_.clear(); }
 
     [[nodiscard]] std::size_t k() const noexcept { return k_; }
     [[nodiscard]] std::size_t size() const noexcept { return heap_.size(); }
@@ -57,6 +64,8 @@ public:
     [[nodiscard]] float worst() const noexcept {
         return heap_.size() < k_ ? std::numeric_limits<float>::infinity() : heap_.front().first;
     }
+    /// The candidates in heap order (the worst first; for k = 1, the best).
+    [[nodiscard]] std::span<const entry> unordered() const noexcept { return heap_; }
     /// The candidates, nearest first.
     [[nodiscard]] std::vector<entry> sorted() const {
         std::vector<entry> out = heap_;
@@ -74,5 +83,21 @@ private:
     std::size_t k_;
     std::vector<entry> heap_;
 };
+
+/// The position of the smallest of `scores` (ties: the first): the top-1 of a dense row of
+/// scores, as the k-means assignment step takes it for every vector. Throws on an empty row
+/// or a NaN score.
+/// @code
+/// std::size_t nearest = frugal::retrieve::argmin(distances_to_centroids);
+/// @endcode
+[[nodiscard]] inline std::size_t argmin(std::span<const float> scores) {
+    FRUGAL_CHECK(!scores.empty(), "argmin: no scores");
+    std::size_t best = 0;
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        if (scores[i] < scores[best]) best = i;
+        else FRUGAL_CHECK(!std::isnan(scores[i]), "argmin: NaN score at ", i);  // also checks scores[0]
+    }
+    return best;
+}
 
 }  // namespace frugal::retrieve

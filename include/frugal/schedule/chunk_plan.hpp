@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// GRATING's chunk size for chunked execution (grating.txt 4.3): split a layer's batch of
+/// GRATING's chunk size for chunked execution (section 4.3): split a layer's batch of
 /// tokens into chunks so that one chunk's intermediate tensors fit a memory limit while
 /// the layer's compute still uses the hardware and covers the next layer's weight load.
 

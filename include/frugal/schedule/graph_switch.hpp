@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// CoordGen's progressive graph switching (coordgen.txt 3.2, Eq. 1-2, Appendix A): while
+/// CoordGen's progressive graph switching (section 3.2, Eq. 1-2, Appendix A): while
 /// C prefill chunks run through N blocks under the prefill graph G1, load each block's
 /// decode graph G2 behind the compute of other blocks. Plans come from the paper's greedy
 /// (Eq. 2), a greedy with local improvement, or an exact branch and bound, and are all

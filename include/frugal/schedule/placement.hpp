@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// HyperGen's size-aware parameter placement (hypergen.txt 3.1): which weight fragments
+/// HyperGen's size-aware parameter placement (section 3.1): which weight fragments
 /// stay resident on the device under an allocation limit. Smallest-first as in the paper,
 /// and two 0/1 knapsack objectives: bytes kept, and bytes transferred per forward pass.
 
@@ -129,7 +129,7 @@ inline placement knapsack(std::span<const fragment> fragments, std::uint64_t lim
 }
 }  // namespace detail
 
-/// Chooses the resident fragments under `limit` bytes by `objective` (hypergen.txt 3.1 for
+/// Chooses the resident fragments under `limit` bytes by `objective` (HyperGen 3.1 for
 /// smallest-first). The knapsack objectives are exact while the dynamic-programming
 /// table has at most `max_cells` cells (sizes measured in their gcd), else greedy by
 /// value per byte. Throws on an empty list, a zero limit, a limit smaller than the

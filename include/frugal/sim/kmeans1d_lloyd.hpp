@@ -17,12 +17,33 @@
 
 namespace frugal::sim {
 
+namespace detail {
+/// Fills the per-cluster statistics of `r` from `labels` (double accumulation, two passes).
+template <class T>
+void finish_kmeans_result(std::span<const T> scores, std::size_t k, prune::kmeans1d_result& r) {
+    r.centroids.assign(k, 0.0);
+    r.sizes.assign(k, 0);
+    r.withinss.assign(k, 0.0);
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        r.centroids[r.labels[i]] += static_cast<double>(scores[i]);
+        ++r.sizes[r.labels[i]];
+    }
+    for (std::size_t c = 0; c < k; ++c)
+        if (r.sizes[c] > 0) r.centroids[c] /= static_cast<double>(r.sizes[c]);
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+        const double d = static_cast<double>(scores[i]) - r.centroids[r.labels[i]];
+        r.withinss[r.labels[i]] += d * d;
+    }
+    r.sse = std::accumulate(r.withinss.begin(), r.withinss.end(), 0.0);
+}
+}  // namespace detail
+
 /// Lloyd's algorithm with k-means++ seeding, best of `restarts` runs by SSE: the heuristic
 /// GRATING (and scikit-learn's KMeans, n_init = restarts) uses, kept as the baseline the
 /// exact kmeans1d is compared with. Empty clusters keep their centroid; clusters are
 /// renumbered by ascending centroid. Deterministic for a given seed.
 /// @code
-/// auto r = frugal::kmeans1d_lloyd(std::span<const float>(scores), 3, 10, 42);
+/// auto r = frugal::sim::kmeans1d_lloyd(std::span<const float>(scores), 3, 10, 42);
 /// @endcode
 template <class T>
 [[nodiscard]] prune::kmeans1d_result kmeans1d_lloyd(std::span<const T> scores, std::size_t k, std::size_t restarts,
@@ -94,7 +115,7 @@ template <class T>
         prune::kmeans1d_result r;
         r.labels.resize(n);
         for (std::size_t i = 0; i < n; ++i) r.labels[i] = relabel[labels[i]];
-        prune::detail::finish_kmeans_result(scores, k, r);
+        detail::finish_kmeans_result(scores, k, r);
         for (std::size_t c = 0; c < k; ++c)
             if (r.sizes[c] == 0) r.centroids[c] = centers[rank[c]];
         if (r.sse < best.sse) best = std::move(r);

@@ -5,6 +5,7 @@
 /// size) and produce deterministic pseudo-results, and seeded Poisson request streams.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -23,41 +24,96 @@ namespace frugal::sim {
 /// HedraRAG's setting): a fixed cost for streaming the weights (16 GB at ~2.7 TB/s ~ 6 ms),
 /// a per-sequence cost (sampling, per-token GEMV rows), and a per-context-token cost for
 /// reading the KV cache (128 KB per token with GQA ~ 5e-5 ms). A batch of B sequences pays
-/// the weights once, so per-request decode cost falls with batch size. The text hash mixes
-/// the step and the documents, so a generation conditioned on other documents differs.
+/// the weights once, so per-request decode cost falls with batch size.
+/// What it "generates" is a running hash per request that mixes every step and the
+/// documents it was conditioned on (so a generation over other documents differs), kept
+/// here as an engine keeps its text: a generation's steps extend a pending hash, `commit`
+/// makes it the request's text and writes it into the state as the value "text" (what
+/// simulated_retriever::query_of reads), `discard` drops it.
 /// @code
-/// frugal::sim::simulated_generator gen{.fixed_ms = 6.0};
+/// frugal::sim::simulated_generator gen({.fixed_ms = 6.0});
 /// double ms = gen.step_time(32, 32 * 1000);  // ~9.2 ms
 /// @endcode
-struct simulated_generator {
-    double fixed_ms = 6.0, per_sequence_ms = 0.05, per_context_token_ms = 5e-5;
-    /// Each generation's length is its node's `tokens` times a factor in [1 - jitter, 1 + jitter]
-    /// drawn from a hash of the request and its text so far (not of the documents, so a
-    /// speculative and a validated run of the same node decode the same number of steps).
-    double length_jitter = 0.5;
+class simulated_generator {
+public:
+    struct config {
+        double fixed_ms = 6.0, per_sequence_ms = 0.05, per_context_token_ms = 5e-5;
+        /// Each generation's length is its node's `tokens` times a factor in [1 - jitter, 1 + jitter]
+        /// drawn from a hash of the request and its text so far (not of the documents, so a
+        /// speculative and a validated run of the same node decode the same number of steps).
+        double length_jitter = 0.5;
+        /// The chance that a generation ends after any step (an end-of-sequence token),
+        /// drawn from a hash of its text so far, so a generation over other documents may
+        /// end elsewhere. 0: every generation runs its full length.
+        double stop_probability = 0.0;
+    };
+    simulated_generator() : simulated_generator(config{}) {}
+    explicit simulated_generator(const config& c) : c_(c) {
+        FRUGAL_CHECK(std::isfinite(c.fixed_ms) && c.fixed_ms > 0.0 && std::isfinite(c.per_sequence_ms) &&
+                         c.per_sequence_ms >= 0.0 && std::isfinite(c.per_context_token_ms) && c.per_context_token_ms >= 0.0,
+                     "simulated_generator: step costs ", c.fixed_ms, ", ", c.per_sequence_ms, ", ",
+                     c.per_context_token_ms, " ms (fixed > 0, the others >= 0)");
+        FRUGAL_CHECK(c.length_jitter >= 0.0 && c.length_jitter <= 1.0, "simulated_generator: length_jitter ",
+                     c.length_jitter, " is outside [0, 1]");
+        FRUGAL_CHECK(c.stop_probability >= 0.0 && c.stop_probability <= 1.0, "simulated_generator: stop_probability ",
+                     c.stop_probability, " is outside [0, 1]");
+    }
+    [[nodiscard]] const config& settings() const noexcept { return c_; }
 
     [[nodiscard]] double step_time(std::size_t batch, std::size_t total_context) const {
-        return fixed_ms + per_sequence_ms * static_cast<double>(batch) +
-               per_context_token_ms * static_cast<double>(total_context);
+        return c_.fixed_ms + c_.per_sequence_ms * static_cast<double>(batch) +
+               c_.per_context_token_ms * static_cast<double>(total_context);
     }
     [[nodiscard]] std::size_t length(const rag::rag_state& s, const rag::rag_node& n) const {
-        const std::uint64_t h = hash_combine(hash_combine(s.request, s.text), n.tokens);
+        const std::uint64_t h = hash_combine(hash_combine(s.request, text_of(s.request)), n.tokens);
         const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
-        const double f = 1.0 - length_jitter + 2.0 * length_jitter * u;
+        const double f = 1.0 - c_.length_jitter + 2.0 * c_.length_jitter * u;
         return std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(static_cast<double>(n.tokens) * f)));
     }
     double step(std::span<const rag::generation_slot> batch) {
         std::size_t ctx = 0;
         for (const auto& s : batch) {
-            std::uint64_t h = hash_combine(*s.text, s.step);
+            text& t = text_for(s.request);
+            std::uint64_t h = hash_combine(s.step == 0 ? t.kept : t.pending, s.step);
             for (std::uint64_t d : s.docs) h = hash_combine(h, d);
-            *s.text = h;
+            t.pending = h;
             ctx += s.context;
         }
         return step_time(batch.size(), ctx);
     }
+    void commit(rag::rag_state& s, const rag::rag_node&) {
+        text& t = text_for(s.request);
+        t.kept = t.pending;
+        s.values["text"] = std::bit_cast<std::int64_t>(t.kept);
+    }
+    void discard(std::size_t request) { text_for(request).pending = text_for(request).kept; }
+    /// Writes the unfinished generation's hash as "text", as commit would (speculative retrieval).
+    void preview(rag::rag_state& s, const rag::rag_node&) const {
+        s.values["text"] = std::bit_cast<std::int64_t>(s.request < texts_.size() ? texts_[s.request].pending : 0);
+    }
+    /// Whether the request's running generation has just decoded an end-of-sequence token.
+    [[nodiscard]] bool stopped(std::size_t request) const noexcept {
+        if (c_.stop_probability == 0.0 || request >= texts_.size()) return false;
+        const std::uint64_t h = hash_combine(texts_[request].pending, 0x5eedULL);
+        return static_cast<double>(h >> 11) * 0x1.0p-53 < c_.stop_probability;
+    }
+    /// The request's text: the hash of every generation kept so far (0 before the first).
+    [[nodiscard]] std::uint64_t text_of(std::size_t request) const noexcept {
+        return request < texts_.size() ? texts_[request].kept : 0;
+    }
+
+private:
+    struct text {
+        std::uint64_t kept = 0, pending = 0;
+    };
+    text& text_for(std::size_t request) {
+        if (request >= texts_.size()) texts_.resize(request + 1);
+        return texts_[request];
+    }
+    config c_;
+    std::vector<text> texts_;  // by request id
 };
-static_assert(rag::rag_generator<simulated_generator>);
+static_assert(rag::rag_previewing_generator<simulated_generator> && rag::rag_stopping_generator<simulated_generator>);
 
 /// Search cost model of a CPU IVF-Flat index (defaults: HedraRAG's IVF4096 over 38 M
 /// Wikipedia passages of 1024-d e5 embeddings, nprobe 256): list sizes log-normal around
@@ -69,7 +125,7 @@ static_assert(rag::rag_generator<simulated_generator>);
 /// a little beyond that distance, so nearer clusters tend to hold the final top-k, as in IVF.
 /// `request_similarity` (0 by default) weighs a per-request topic into every distance, so a
 /// request's successive queries probe overlapping clusters and find nearby documents in the
-/// same ones (hedrarag.txt 3.3's intra-request similarity); `query_buckets` (0: off) makes the query depend on the generated text only
+/// same ones (HedraRAG 3.3's intra-request similarity); `query_buckets` (0: off) makes the query depend on the generated text only
 /// through text mod buckets, so a query from a partial generation equals the final one with
 /// probability 1/buckets (a stand-in for the embedding drift of 4.3's speculative retrieval).
 /// @code
@@ -104,10 +160,11 @@ public:
     [[nodiscard]] std::span<const std::size_t> list_sizes() const noexcept { return sizes_; }
 
     /// The query of a request's next retrieval: a hash of the request, the retrieval's round
-    /// and the text so far (mod `query_buckets` when set); with `request_similarity` > 0 its
-    /// top 16 bits are the request's topic.
-    [[nodiscard]] std::uint64_t query_of(const rag::rag_state& s) const {
-        const std::uint64_t text = c_.query_buckets == 0 ? s.text : s.text % c_.query_buckets;
+    /// and the text so far (simulated_generator's value "text", mod `query_buckets` when set);
+    /// with `request_similarity` > 0 its top 16 bits are the request's topic.
+    [[nodiscard]] std::uint64_t query_of(const rag::rag_state& s, const rag::rag_node&) const {
+        const auto full = std::bit_cast<std::uint64_t>(s.get("text"));
+        const std::uint64_t text = c_.query_buckets == 0 ? full : full % c_.query_buckets;
         const std::uint64_t q = hash_combine(hash_combine(s.request, s.retrieved.size()), text);
         if (c_.request_similarity == 0.0) return q;
         return (hash_combine(s.request, c_.seed) & 0xffff000000000000ULL) | (q >> 16);
@@ -127,7 +184,7 @@ public:
     [[nodiscard]] double cluster_time(std::size_t c) const {
         return scan_ms(c) / static_cast<double>(c_.threads);
     }
-    double search(std::span<const rag::retrieval_slot> batch) {
+    double search(std::span<const rag::retrieval_slot<std::uint64_t>> batch) {
         double work = 0.0;
         std::size_t scans = 0;
         for (const auto& s : batch)
@@ -135,9 +192,9 @@ public:
                 FRUGAL_CHECK_AS(frugal::out_of_range, c < c_.lists, "simulated_retriever: cluster ", c, " >= ", c_.lists);
                 work += scan_ms(c);
                 ++scans;
-                const double base = centroid_distance(s.query, c);
+                const double base = centroid_distance(*s.query, c);
                 for (std::size_t j = 0; j < c_.candidates_per_cluster; ++j)
-                    s.results->offer(static_cast<float>(base + 0.5 * candidate_offset(s.query, c, j)), c * 1000003ULL + j);
+                    s.results->offer(static_cast<float>(base + 0.5 * candidate_offset(*s.query, c, j)), c * 1000003ULL + j);
             }
         return scans == 0 ? 0.0
                           : c_.call_overhead_ms + work / static_cast<double>(std::min(c_.threads, scans));

@@ -5,10 +5,13 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <ios>
 #include <span>
+#include <system_error>
 #include <utility>
 #include <vector>
 
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/stream/layer_window.hpp"
 
@@ -16,6 +19,7 @@ namespace frugal::stream {
 
 /// Reads layer i from bytes [offsets[i], offsets[i + 1]) of a file (offsets ascending, the
 /// last one the end of the weights), with real reads through a std::ifstream. Throws
+/// frugal::invalid_argument for offsets that descend or pass the largest file offset, and
 /// frugal::runtime_error when the file cannot be opened, is shorter than the last offset,
 /// or a read comes back short.
 /// @code
@@ -30,8 +34,11 @@ public:
         for (std::size_t i = 1; i < offsets_.size(); ++i)
             FRUGAL_CHECK(offsets_[i] >= offsets_[i - 1], "file_layer_loader: offsets must ascend; offset ", i, " = ",
                          offsets_[i], " < ", offsets_[i - 1]);
+        (void)checked_cast<std::streamoff>(offsets_.back(), "file_layer_loader: last offset");
         FRUGAL_CHECK_AS(runtime_error, in_.is_open(), "file_layer_loader: cannot open ", path_);
-        const auto size = std::filesystem::file_size(path_);
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path_, ec);
+        FRUGAL_CHECK_AS(runtime_error, !ec, "file_layer_loader: cannot read the size of ", path_, ": ", ec.message());
         FRUGAL_CHECK_AS(runtime_error, size >= offsets_.back(), "file_layer_loader: ", path_, " has ", size,
                         " bytes, the layers end at ", offsets_.back());
     }

@@ -6,13 +6,18 @@
 
 #include <algorithm>
 #include <array>
+#include <exception>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <ios>
 #include <span>
+#include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/stream/io_thread.hpp"
 
@@ -20,12 +25,19 @@ namespace frugal::stream {
 
 /// A file of `chunks` fixed-size chunks of hidden states, visited in passes (one pass per
 /// layer): `begin_pass()`, then for c = 0..chunks-1 `acquire(c)` (blocks until chunk c is
-/// read; starts prefetching c + 1), compute in place, `release(c)` (starts writing c back).
-/// Three buffers are the only memory (slot c mod 3), and one FIFO I/O thread orders each
+/// read; starts prefetching c + 1), compute in place, `release(c)` (starts writing c back),
+/// then `end_pass()`. Three buffers are the only memory (slot c mod 3), and the I/O runs in
+/// order on one io_thread (the caller's, or default_io_thread()), which orders each
 /// write-back before the next read into the same buffer. `begin_pass(true)` starts a pass
-/// that overwrites every chunk without reading (the embedding pass). I/O errors and
-/// cancellation reach acquire()/end_pass(); the destructor cancels and joins. The file is
-/// created (truncated) by the constructor and removed by the destructor.
+/// that overwrites every chunk without reading (the embedding pass).
+///
+/// Errors: an I/O error is rethrown by the next acquire(), release() or end_pass() and the
+/// pass is then failed; `abort_pass()` gives up a pass (failed or not: the caller's compute
+/// may fail too), waiting for the I/O in flight. The chunks then hold a mix of two passes,
+/// so the next pass must overwrite them: `begin_pass(true)`, or begin_pass() throws.
+/// `cancel()` stops for good. The file is scratch space, not a saved result: it is created
+/// (truncated) by the constructor and removed by the destructor (which waits for the I/O in
+/// flight first), and a crash may leave it behind.
 /// @code
 /// frugal::stream::hidden_state_offload store(tmp / "hidden.bin", 10, chunk_bytes);
 /// for (std::size_t layer = 0; layer < layers; ++layer) {
@@ -36,18 +48,43 @@ namespace frugal::stream {
 /// @endcode
 class hidden_state_offload {
 public:
+    /// An offload doing its I/O on default_io_thread().
     hidden_state_offload(std::filesystem::path path, std::size_t chunks, std::size_t chunk_bytes)
-        : path_(std::move(path)), chunks_(chunks), chunk_bytes_(chunk_bytes) {
+        : hidden_state_offload(std::move(path), chunks, chunk_bytes, default_io_thread()) {}
+    /// An offload doing its I/O on `io`, which must outlive it. Throws
+    /// frugal::invalid_argument when a size is 0 or chunks x chunk_bytes overflows a file
+    /// offset, frugal::runtime_error when the file cannot be created at that size.
+    hidden_state_offload(std::filesystem::path path, std::size_t chunks, std::size_t chunk_bytes, io_thread& io)
+        : path_(std::move(path)), chunks_(chunks), chunk_bytes_(chunk_bytes), io_(io) {
         FRUGAL_CHECK(chunks > 0 && chunk_bytes > 0, "hidden_state_offload: ", chunks, " chunks of ", chunk_bytes,
                      " bytes: both must be positive");
+        const std::size_t bytes = checked_mul(chunks, chunk_bytes, "hidden_state_offload: chunks x chunk_bytes");
+        (void)checked_cast<std::streamoff>(bytes, "hidden_state_offload: file size");
         {
             std::ofstream create(path_, std::ios::binary | std::ios::trunc);
             FRUGAL_CHECK_AS(runtime_error, create.is_open(), "hidden_state_offload: cannot create ", path_);
         }
-        std::filesystem::resize_file(path_, chunks * chunk_bytes);
-        file_.open(path_, std::ios::binary | std::ios::in | std::ios::out);
-        FRUGAL_CHECK_AS(runtime_error, file_.is_open(), "hidden_state_offload: cannot open ", path_);
-        for (auto& b : buffers_) b.resize(chunk_bytes);
+        std::error_code ec;
+        std::filesystem::resize_file(path_, bytes, ec);
+        const char* failed = ec ? "sizing it" : nullptr;
+        if (!failed) {
+            file_.open(path_, std::ios::binary | std::ios::in | std::ios::out);
+            if (!file_.is_open()) failed = "opening it";
+        }
+        if (!failed) {
+            try {
+                for (auto& b : buffers_) b.resize(chunk_bytes);
+            } catch (const std::exception&) {  // bad_alloc, length_error: chunks too large to hold
+                failed = "allocating three chunk buffers";
+            }
+        }
+        if (failed) {
+            file_.close();
+            std::error_code ignored;
+            std::filesystem::remove(path_, ignored);
+            FRUGAL_FAIL(runtime_error, "hidden_state_offload: a file ", path_, " of ", chunks, " chunks x ", chunk_bytes,
+                        " bytes failed at ", failed, ec ? ": " + ec.message() : std::string());
+        }
         state_.fill(none);
     }
     hidden_state_offload(const hidden_state_offload&) = delete;
@@ -59,10 +96,15 @@ public:
         std::filesystem::remove(path_, ignored);
     }
 
-    /// Starts a pass over every chunk; `overwrite` skips reading (chunks start zeroed).
+    /// Starts a pass over every chunk; `overwrite` skips reading (chunks start zeroed). After
+    /// abort_pass(), only an overwriting pass may start.
     void begin_pass(bool overwrite = false) {
-        FRUGAL_CHECK(!in_pass_, "hidden_state_offload::begin_pass: the previous pass has not ended");
+        FRUGAL_CHECK(!in_pass_, "hidden_state_offload::begin_pass: the previous pass has not ended "
+                                "(end_pass(), or abort_pass() to give it up)");
+        FRUGAL_CHECK(overwrite || !mixed_, "hidden_state_offload::begin_pass: after abort_pass() the chunks hold a "
+                                           "mix of two passes; start over with begin_pass(true)");
         in_pass_ = true;
+        mixed_ = false;
         overwrite_ = overwrite;
         next_ = 0;
         prefetch(0);
@@ -95,7 +137,18 @@ public:
         in_pass_ = false;
     }
 
-    /// Stops the I/O thread; later calls throw frugal::runtime_error.
+    /// Gives up the current pass (after an I/O error, or when the caller's compute failed):
+    /// drops its pending I/O, waits for the I/O in flight and forgets the error. The next
+    /// pass must be an overwriting one. Does nothing outside a pass.
+    void abort_pass() {
+        if (!in_pass_) return;
+        io_.discard();
+        io_.locked([&] { state_.fill(none); });
+        in_pass_ = held_ = false;
+        mixed_ = true;
+    }
+
+    /// Stops the I/O for good; later calls throw frugal::runtime_error.
     void cancel() { io_.cancel(); }
 
     /// Bytes of hidden states held in memory: three chunks.
@@ -114,7 +167,7 @@ private:
         }
     }
 
-    // Runs on the I/O thread only.
+    // Runs on the I/O thread only. chunk * chunk_bytes_ fits a file offset (checked at construction).
     void transfer(std::size_t chunk, std::size_t slot, bool write) {
         file_.clear();
         const auto at = static_cast<std::streamoff>(chunk * chunk_bytes_);
@@ -141,7 +194,8 @@ private:
     std::array<std::size_t, 3> state_{};  // chunk held by each slot, guarded by io_'s mutex
     std::size_t next_ = 0;
     bool in_pass_ = false, held_ = false, overwrite_ = false;
-    io_thread io_;  // last: joined before the buffers and the file go away
+    bool mixed_ = false;  // a pass was aborted: chunks hold a mix of two passes
+    io_channel io_;       // last: cancelled before the buffers and the file go away
 };
 
 }  // namespace frugal::stream

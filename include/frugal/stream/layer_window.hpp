@@ -34,7 +34,9 @@ concept layer_loader = requires(L& loader, const L& cloader, std::size_t layer, 
 /// `release(i)` frees layer i's buffer and starts reading layer i + 2 into it, so layer
 /// i + 1 loads while layer i computes. `acquire(i)` (in order) blocks until layer i is in
 /// memory and rethrows the loader's error; `wait_seconds()` is the total time acquire()
-/// blocked, i.e. load time that compute did not hide. The destructor cancels and joins.
+/// blocked, i.e. load time that compute did not hide. The loads run on an io_thread: the
+/// caller's (to share one with an offload or other windows), or default_io_thread(). The
+/// destructor cancels the window's pending loads and waits for one in flight.
 /// @code
 /// frugal::stream::file_layer_loader loader("weights.bin", layer_offsets);
 /// frugal::stream::layer_window window(loader);
@@ -47,7 +49,10 @@ concept layer_loader = requires(L& loader, const L& cloader, std::size_t layer, 
 template <layer_loader Loader>
 class layer_window {
 public:
-    explicit layer_window(Loader& loader) : loader_(&loader), layers_(loader.layer_count()) {
+    /// A window loading on default_io_thread().
+    explicit layer_window(Loader& loader) : layer_window(loader, default_io_thread()) {}
+    /// A window loading on `io`, which must outlive it.
+    layer_window(Loader& loader, io_thread& io) : loader_(&loader), layers_(loader.layer_count()), io_(io) {
         FRUGAL_CHECK(layers_ > 0, "layer_window: the loader has no layer");
         std::size_t largest = 0;
         for (std::size_t i = 0; i < layers_; ++i) largest = std::max(largest, static_cast<std::size_t>(loader.layer_bytes(i)));
@@ -105,7 +110,7 @@ private:
     std::size_t next_ = 0;
     bool held_ = false;
     double wait_seconds_ = 0.0;
-    io_thread io_;  // last: joined before the buffers go away
+    io_channel io_;  // last: cancelled before the buffers go away
 };
 
 }  // namespace frugal::stream

@@ -8,9 +8,16 @@
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
+#include <immintrin.h>
+#endif
+
+#include "frugal/attention/batch_attention.hpp"
+#include "frugal/attention/dtype.hpp"
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/backend/eigen/eigen_backend.hpp"
@@ -19,7 +26,8 @@
 namespace frugal::eigen {
 
 /// The reference backend plus the fused online-softmax row step of tiled attention
-/// (`frugal::attention::online_softmax_backend`). Eigen runs single-threaded inside each tile; the
+/// (`frugal::attention::online_softmax_backend`) and the fused decode step of batch
+/// attention (`frugal::attention::decode_tile_backend`). Eigen runs single-threaded inside each tile; the
 /// attention driver spreads (head, query tile) items over threads instead, so results do
 /// not depend on the thread count. Safe to call from several threads at once.
 /// @code
@@ -62,9 +70,199 @@ public:
             alpha[r] = step.alpha;
         }
     }
+
+    /// The decode step on one unmasked block of keys (see `frugal::attention::decode_tile_backend`)
+    /// with fp32, bf16 or fp16 rows (converted in registers): scores for four rows (two on
+    /// AVX2) x `lanes / 4` keys at a time reduced by one `haddp`, the online-softmax row
+    /// step on all rows, then P V with each value vector loaded once for four rows.
+    template <attention::storage_type T>
+    void decode_tile(matrix_view<const float> q, std::span<const T* const> k_rows, std::span<const T* const> v_rows,
+                     matrix_view<float> s, matrix_view<float> o, std::span<float> m, std::span<float> l) const {
+        const std::size_t rows = q.rows();
+        FRUGAL_ASSERT(s.rows() == rows && s.cols() == k_rows.size() && o.rows() == rows && o.cols() == q.cols() &&
+                      v_rows.size() == k_rows.size());
+        scores(q, k_rows, v_rows, s);
+        std::array<float, 64> alpha;
+        for (std::size_t r0 = 0; r0 < rows; r0 += alpha.size()) {
+            const std::size_t nr = std::min(alpha.size(), rows - r0);
+            online_softmax_tile(s.row_block(r0, nr), m.subspan(r0, nr), l.subspan(r0, nr), std::span<float>(alpha.data(), nr));
+            for (std::size_t r = 0; r < nr; ++r)
+                if (alpha[r] != 1.0f) scale_row(o.row(r0 + r), alpha[r]);
+        }
+        std::size_t r = 0;
+        for (; r + 4 <= rows; r += 4) accumulate_rows<4>(s.row_block(r, 4), v_rows, o.row_block(r, 4));
+        for (; r < rows; ++r) accumulate_rows<1>(s.row_block(r, 1), v_rows, o.row_block(r, 1));
+    }
+
+private:
+    using batch = xsimd::batch<float>;
+    static constexpr std::size_t lanes = batch::size;
+
+    /// `lanes` elements at `p` as fp32: the zero extension (bf16) or vcvtph2ps (fp16) the
+    /// translation unit is compiled for, else a scalar conversion.
+    template <attention::storage_type T>
+    [[nodiscard]] static batch load(const T* p) noexcept {
+        if constexpr (std::is_same_v<T, float>) {
+            return batch::load_unaligned(p);
+        } else {
+#if defined(__AVX512F__)
+            if constexpr (lanes == 16) {
+                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+                if constexpr (std::is_same_v<T, attention::bfloat16>) {
+                    const __m512i w = _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), h);
+                    return batch(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), w, 16)));
+                } else {
+                    return batch(_mm512_maskz_cvtph_ps(__mmask16(0xffff), h));
+                }
+            }
+#elif defined(__AVX2__) && defined(__F16C__)
+            if constexpr (lanes == 8) {
+                const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+                if constexpr (std::is_same_v<T, attention::bfloat16>) {
+                    return batch(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+                } else {
+                    return batch(_mm256_cvtph_ps(h));
+                }
+            }
+#endif
+            alignas(64) std::array<float, lanes> f;
+            attention::to_floats(p, f.data(), lanes);
+            return batch::load_aligned(f.data());
+        }
+    }
+
+    /// The lane of `xsimd::haddp`'s result that holds the sum of each accumulator. Probed
+    /// once: xsimd 8's AVX-512 `haddp` returns lanes 2-5 and 10-13 permuted, other
+    /// versions and ISAs in order.
+    [[nodiscard]] static const std::array<std::size_t, lanes>& haddp_lanes() {
+        static const std::array<std::size_t, lanes> lane_of = [] {
+            std::array<batch, lanes> probe;
+            for (std::size_t u = 0; u < lanes; ++u) probe[u] = batch(static_cast<float>(u));
+            alignas(64) std::array<float, lanes> sums{};
+            xsimd::haddp(probe.data()).store_aligned(sums.data());
+            std::array<std::size_t, lanes> lanes_of{};
+            for (std::size_t i = 0; i < lanes; ++i) lanes_of[static_cast<std::size_t>(sums[i]) / lanes] = i;
+            return lanes_of;
+        }();
+        return lane_of;
+    }
+
+    /// s = q k^T: rows four at a time (two on AVX2), the rest one at a time, each pass
+    /// over `lanes` accumulators reduced by one `haddp`; the first pass prefetches (`v`).
+    template <attention::storage_type T>
+    static void scores(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
+                       matrix_view<float> s) {
+        constexpr std::size_t group = lanes >= 16 ? 4 : lanes >= 8 ? 2 : 1;
+        const std::size_t rows = q.rows(), d = q.cols();
+        std::size_t r = 0;
+        if (d % lanes == 0) {
+            for (; r + group <= rows; r += group)
+                score_rows<group>(q.row_block(r, group), k, r == 0 ? v : std::span<const T* const>{}, s.row_block(r, group));
+            for (; r < rows; ++r) score_rows<1>(q.row_block(r, 1), k, r == 0 ? v : std::span<const T* const>{}, s.row_block(r, 1));
+        }
+        for (; r < rows; ++r)
+            for (std::size_t j = 0; j < k.size(); ++j) {
+                float acc = 0.0f;
+                for (std::size_t c = 0; c < d; ++c) acc += q(r, c) * attention::to_float(k[j][c]);
+                s(r, j) = acc;
+            }
+    }
+
+    /// Keys ahead whose rows the score pass asks for (see `prefetch_row`).
+    static constexpr std::size_t prefetch_ahead = 8;
+
+    /// Asks for the cache lines of one `d`-element row. Decode reads each K/V row once,
+    /// from pages in the page table's order, and its arithmetic leaves too few loads in
+    /// flight to keep memory busy: the first score pass over a block asks for the key rows
+    /// `prefetch_ahead` keys ahead and for the value rows the P V pass will read, spread
+    /// over the pass rather than in one burst.
+    template <attention::storage_type T>
+    static void prefetch_row(const T* row, std::size_t d) noexcept {
+#if defined(__GNUC__)
+        const char* p = reinterpret_cast<const char*>(row);
+        for (std::size_t b = 0; b < d * sizeof(T); b += 64) __builtin_prefetch(p + b);
+#else
+        (void)row, (void)d;
+#endif
+    }
+
+    /// Scores of `Rows` rows, `lanes / Rows` keys per pass sharing every K and Q load
+    /// (head_dim a multiple of `lanes`); a short last pass repeats its last key.
+    template <std::size_t Rows, attention::storage_type T>
+    static void score_rows(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
+                           matrix_view<float> s) {
+        constexpr std::size_t keys_per_pass = lanes / Rows;
+        const std::size_t n = k.size(), d = q.cols();
+        const auto& lane_of = haddp_lanes();
+        std::array<const float*, Rows> qr;
+        for (std::size_t g = 0; g < Rows; ++g) qr[g] = q.row(g).data();
+        for (std::size_t j = 0; j < n; j += keys_per_pass) {
+            const std::size_t keys = std::min(keys_per_pass, n - j);
+            std::array<const T*, keys_per_pass> kr;
+            for (std::size_t u = 0; u < keys_per_pass; ++u) kr[u] = k[j + std::min(u, keys - 1)];
+            if (!v.empty()) {
+                for (std::size_t u = 0; u < keys; ++u) {
+                    prefetch_row(v[j + u], d);
+                    if (j + u + prefetch_ahead < n) prefetch_row(k[j + u + prefetch_ahead], d);
+                }
+            }
+            std::array<batch, lanes> acc;
+            acc.fill(batch(0.0f));
+            for (std::size_t c = 0; c < d; c += lanes) {
+                std::array<batch, keys_per_pass> kc;
+                for (std::size_t u = 0; u < keys_per_pass; ++u) kc[u] = load(kr[u] + c);
+                for (std::size_t g = 0; g < Rows; ++g) {
+                    const batch qc = batch::load_unaligned(qr[g] + c);
+                    for (std::size_t u = 0; u < keys_per_pass; ++u)
+                        acc[g * keys_per_pass + u] = xsimd::fma(qc, kc[u], acc[g * keys_per_pass + u]);
+                }
+            }
+            alignas(64) std::array<float, lanes> sums;
+            xsimd::haddp(acc.data()).store_aligned(sums.data());
+            for (std::size_t g = 0; g < Rows; ++g)
+                for (std::size_t u = 0; u < keys; ++u) s(g, j + u) = sums[lane_of[g * keys_per_pass + u]];
+        }
+    }
+
+    static void scale_row(std::span<float> row, float alpha) {
+        std::size_t c = 0;
+        for (; c + lanes <= row.size(); c += lanes) (batch::load_unaligned(row.data() + c) * alpha).store_unaligned(row.data() + c);
+        for (; c < row.size(); ++c) row[c] *= alpha;
+    }
+
+    /// o[r] += sum_j p[r, j] v_j for `Rows` rows, `cols` vectors of each row's output in
+    /// registers while the block's value rows stream by (each converted once).
+    template <std::size_t Rows, attention::storage_type T>
+    static void accumulate_rows(matrix_view<const float> p, std::span<const T* const> v, matrix_view<float> o) {
+        constexpr std::size_t cols = lanes >= 16 ? 4 : 2;  // 16 accumulators fit AVX-512's 32 registers
+        const std::size_t n = v.size(), d = o.cols();
+        std::size_t c = 0;
+        for (; c + cols * lanes <= d; c += cols * lanes) {
+            std::array<std::array<batch, cols>, Rows> acc;
+            for (std::size_t r = 0; r < Rows; ++r)
+                for (std::size_t x = 0; x < cols; ++x) acc[r][x] = batch::load_unaligned(o.row(r).data() + c + x * lanes);
+            for (std::size_t j = 0; j < n; ++j) {
+                const T* vj = v[j] + c;
+                std::array<batch, cols> vc;
+                for (std::size_t x = 0; x < cols; ++x) vc[x] = load(vj + x * lanes);
+                for (std::size_t r = 0; r < Rows; ++r) {
+                    const batch pr(p(r, j));
+                    for (std::size_t x = 0; x < cols; ++x) acc[r][x] = xsimd::fma(pr, vc[x], acc[r][x]);
+                }
+            }
+            for (std::size_t r = 0; r < Rows; ++r)
+                for (std::size_t x = 0; x < cols; ++x) acc[r][x].store_unaligned(o.row(r).data() + c + x * lanes);
+        }
+        for (; c < d; ++c)
+            for (std::size_t r = 0; r < Rows; ++r)
+                for (std::size_t j = 0; j < n; ++j) o(r, c) += p(r, j) * attention::to_float(v[j][c]);
+    }
 };
 
 static_assert(tensor_backend<attention_backend, float>);
 static_assert(attention::online_softmax_backend<attention_backend>);
+static_assert(attention::decode_tile_backend<attention_backend, float>);
+static_assert(attention::decode_tile_backend<attention_backend, attention::bfloat16>);
+static_assert(attention::decode_tile_backend<attention_backend, attention::float16>);
 
 }  // namespace frugal::eigen

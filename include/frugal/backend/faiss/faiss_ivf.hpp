@@ -2,7 +2,7 @@
 /// @file
 /// ivf_adapter: frugal's IVF index concept over a FAISS IndexIVF (Debian libfaiss-dev 1.7.3).
 /// Searches go through IndexIVF::search_preassigned with the list order frugal chooses
-/// (the similarity-aware order of hedrarag.txt 4.3, or any other), and a search can be
+/// (the similarity-aware order of HedraRAG 4.3, or any other), and a search can be
 /// split into list chunks that keep FAISS's own top-k heap between calls
 /// (PARALLEL_MODE_NO_HEAP_INIT), the resumable search of 4.2.
 
@@ -19,8 +19,8 @@
 #include <faiss/utils/distances.h>
 
 #include "frugal/core/error.hpp"
-#include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/top_k.hpp"
+#include "frugal/retrieve/vector_index.hpp"
 
 namespace frugal::faiss {
 
@@ -123,7 +123,7 @@ private:
 /// frugal's `ivf_index` concept over a trained FAISS IndexIVF with squared-L2 metric
 /// (IndexIVFFlat, IndexIVFPQ, ...): `probe` asks FAISS's coarse quantizer for the nprobe
 /// nearest lists, and `search_lists` scans lists in the order given by frugal (e.g. the
-/// similarity-aware order of hedrarag.txt 4.3) into a frugal `top_k`, seeding FAISS's heap
+/// similarity-aware order of HedraRAG 4.3) into a frugal `top_k`, seeding FAISS's heap
 /// with its current contents so that FAISS prunes against the top-k found so far. The
 /// index is borrowed and must outlive the adapter.
 /// @code

@@ -1,0 +1,376 @@
+#pragma once
+/// @file
+/// Serving attention over a paged KV cache: a ragged batch of prefill, decode and mixed
+/// sequences in one call, planned once per step (`batch::plan`) and run per layer
+/// (`batch::run`) on the caller's executor, with fp32, bf16 or fp16 storage.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "frugal/attention/batch_plan.hpp"
+#include "frugal/attention/dtype.hpp"
+#include "frugal/attention/heads_view.hpp"
+#include "frugal/attention/masks.hpp"
+#include "frugal/attention/online_softmax.hpp"
+#include "frugal/attention/paged_kv.hpp"
+#include "frugal/attention/tiled_attention.hpp"
+#include "frugal/core/concepts.hpp"
+#include "frugal/core/error.hpp"
+#include "frugal/core/executor.hpp"
+#include "frugal/core/matrix_view.hpp"
+#include "frugal/core/thread_pool.hpp"
+
+namespace frugal::attention {
+
+/// A backend's optional fused decode step on one block of keys that every query row
+/// sees (no mask inside the block): with `q` the `R x d` query rows already multiplied
+/// by the base-2 score scale, `k_rows`/`v_rows` pointers to the block's `n` key and
+/// value rows (`d` elements of `T` each, wherever their pages put them) and `s` an
+/// `R x n` scratch tile, it folds the block into the rows' online-softmax state:
+/// s = q k^T, per row m' = max(m, max_j s), l = 2^(m - m') l + sum_j 2^(s_j - m'),
+/// o = 2^(m - m') o + sum_j 2^(s_j - m') v_j, m = m'. A backend converts bf16/fp16 rows
+/// itself. Backends without it get a portable loop (and masked blocks always do).
+/// @code
+/// template <class T>
+/// void decode_tile(frugal::matrix_view<const float> q, std::span<const T* const> k_rows,
+///                  std::span<const T* const> v_rows, frugal::matrix_view<float> s,
+///                  frugal::matrix_view<float> o, std::span<float> m, std::span<float> l) const;
+/// @endcode
+template <class B, class T = float>
+concept decode_tile_backend = requires(const B& b, matrix_view<const float> q, std::span<const T* const> rows,
+                                       matrix_view<float> w, std::span<float> v) {
+    { b.decode_tile(q, rows, rows, w, w, v, v) } -> std::same_as<void>;
+};
+
+/// The most keys a decode step folds at once (`batch_options::kv_block`).
+inline constexpr std::size_t max_decode_block = 256;
+
+namespace detail {
+
+/// The portable decode step (see decode_tile_backend) on fp32 K/V views: scores the
+/// entries the caller set to 0 in `s` and leaves the masked ones (-inf) out.
+template <class Backend>
+void decode_step(const Backend& backend, matrix_view<const float> q, matrix_view<const float> k,
+                 matrix_view<const float> v, matrix_view<float> s, matrix_view<float> o, std::span<float> m,
+                 std::span<float> l, std::span<float> alpha) {
+    const std::size_t rows = q.rows(), n = k.rows(), d = q.cols();
+    for (std::size_t r = 0; r < rows; ++r) {
+        const float* qr = q.row(r).data();
+        float* sr = s.row(r).data();
+        for (std::size_t j = 0; j < n; ++j) {
+            if (sr[j] == softmax_math::minus_infinity()) continue;  // masked by the caller
+            const float* kj = k.row(j).data();
+            float acc = 0.0f;
+            for (std::size_t c = 0; c < d; ++c) acc += qr[c] * kj[c];
+            sr[j] = acc;
+        }
+    }
+    if constexpr (online_softmax_backend<Backend>) {
+        backend.online_softmax_tile(s, m, l, alpha);
+    } else {
+        online_softmax_tile(s, m, l, alpha);
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+        float* orow = o.row(r).data();
+        const float* sr = s.row(r).data();
+        if (alpha[r] != 1.0f) for (std::size_t c = 0; c < d; ++c) orow[c] *= alpha[r];
+        for (std::size_t j = 0; j < n; ++j) {
+            const float p = sr[j];
+            if (p == 0.0f) continue;
+            const float* vj = v.row(j).data();
+            for (std::size_t c = 0; c < d; ++c) orow[c] += p * vj[c];
+        }
+    }
+}
+
+/// Rows [t0, t1) of KV head `h` of sequence `s` as fp32 views: the pool's own rows when
+/// they are fp32 and lie in one page, else converted (or gathered) into `kbuf`/`vbuf`.
+template <class T>
+std::pair<matrix_view<const float>, matrix_view<const float>> kv_block_views(const paged_kv<const T>& kv,
+                                                                             std::size_t s, std::size_t h,
+                                                                             std::size_t t0, std::size_t t1,
+                                                                             float* kbuf, float* vbuf) {
+    const std::size_t n = t1 - t0, ps = kv.page_size(), d = kv.head_dim();
+    if constexpr (std::is_same_v<T, float>) {
+        if (t0 / ps == (t1 - 1) / ps) return {kv.k_rows(s, h, t0, n), kv.v_rows(s, h, t0, n)};
+    }
+    const page_geometry& g = kv.geometry();
+    for (std::size_t t = t0; t < t1;) {
+        const std::size_t page = kv.table().page_of(s, t), r0 = t % ps, m = std::min(ps - r0, t1 - t);
+        for (std::size_t r = 0; r < m; ++r) {
+            const std::size_t at = g.row_offset(page, h, r0 + r);
+            to_floats(kv.k_pool() + at, kbuf + (t - t0 + r) * d, d);
+            to_floats(kv.v_pool() + at, vbuf + (t - t0 + r) * d, d);
+        }
+        t += m;
+    }
+    return {matrix_view<const float>(kbuf, n, d), matrix_view<const float>(vbuf, n, d)};
+}
+
+/// Checks the run's views against the plan.
+template <class T>
+void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, const paged_kv<const T>& kv,
+                       const heads_view<T>& out, const matrix_view<float>& lse, std::size_t workspace_floats) {
+    FRUGAL_CHECK(plan.dtype() == dtype_of<T>, "batch::run: the plan was made for ", dtype_name(plan.dtype()),
+                 " storage but the tensors hold ", dtype_name(dtype_of<T>));
+    const std::size_t tokens = plan.q_tokens();
+    FRUGAL_CHECK(q.heads() == plan.q_heads() && q.tokens() == tokens && q.dim() == plan.head_dim(), "batch::run: q is ",
+                 q.heads(), " heads x ", q.tokens(), " x ", q.dim(), ", the plan expects ", plan.q_heads(), " x ",
+                 tokens, " x ", plan.head_dim());
+    FRUGAL_CHECK(out.heads() == plan.q_heads() && out.tokens() == tokens && out.dim() == plan.head_dim(),
+                 "batch::run: out is ", out.heads(), " heads x ", out.tokens(), " x ", out.dim(), ", the plan expects ",
+                 plan.q_heads(), " x ", tokens, " x ", plan.head_dim());
+    FRUGAL_CHECK(lse.empty() || (lse.rows() == plan.q_heads() && lse.cols() == tokens), "batch::run: lse is ",
+                 lse.rows(), " x ", lse.cols(), ", expected empty or ", plan.q_heads(), " x ", tokens);
+    FRUGAL_CHECK(kv.kv_heads() == plan.kv_heads() && kv.head_dim() == plan.head_dim() && kv.batch() == plan.batch(),
+                 "batch::run: the KV cache holds ", kv.batch(), " sequences of ", kv.kv_heads(), " heads x ",
+                 kv.head_dim(), ", the plan expects ", plan.batch(), " of ", plan.kv_heads(), " x ", plan.head_dim());
+    for (std::size_t s = 0; s < plan.batch(); ++s) {
+        FRUGAL_CHECK(kv.kv_len(s) == plan.kv_lens()[s], "batch::run: sequence ", s, " has ", kv.kv_len(s),
+                     " keys in the page table, the plan expects ", plan.kv_lens()[s]);
+    }
+    FRUGAL_CHECK(workspace_floats * sizeof(float) >= plan.workspace_bytes(), "batch::run: workspace of ",
+                 workspace_floats * sizeof(float), " bytes, the plan needs ", plan.workspace_bytes());
+}
+
+/// One decode item: the q_len x group query rows of one KV head against one chunk of keys.
+template <class Backend, class T>
+void run_decode_item(const batch_plan& plan, const Backend& backend, const batch_work_item& it,
+                     const heads_view<const T>& q, const paged_kv<const T>& kv, const heads_view<T>& out,
+                     const matrix_view<float>& lse, float* ws, float* slot) {
+    const std::size_t g = plan.group(), d = plan.head_dim(), rows = it.rows * g, blk = plan.kv_block();
+    const std::size_t rmax = plan.decode_rows(), qbegin = plan.qo_indptr()[it.seq];
+    using P = batch_plan;
+    float* qbuf = ws;
+    float* m = qbuf + P::padded(rmax * d);
+    float* l = m + P::padded(rmax);
+    float* alpha = l + P::padded(rmax);
+    float* sbuf = alpha + P::padded(rmax);
+    float* kbuf = sbuf + P::padded(rmax * blk);
+    float* vbuf = kbuf + P::padded(blk * d);
+    float* obuf = vbuf + P::padded(blk * d);
+    if (slot != nullptr) {  // a chunk of a split sequence keeps its state in its slot
+        obuf = slot;
+        m = slot + rows * d;
+        l = m + rows;
+    }
+    const float scale = plan.score_scale_log2();
+    for (std::size_t t = 0; t < it.rows; ++t)
+        for (std::size_t j = 0; j < g; ++j) {
+            float* qr = qbuf + (t * g + j) * d;
+            to_floats(q.head(it.kv_head * g + j).row(qbegin + t).data(), qr, d);
+            for (std::size_t c = 0; c < d; ++c) qr[c] *= scale;
+        }
+    std::fill(m, m + rows, softmax_math::minus_infinity());
+    std::fill(l, l + rows, 0.0f);
+    std::fill(obuf, obuf + rows * d, 0.0f);
+    const attention_mask& mask = plan.options().mask;
+    const auto ql = static_cast<std::int64_t>(it.rows), kl = static_cast<std::int64_t>(plan.kv_lens()[it.seq]);
+    const matrix_view<const float> qv(qbuf, rows, d);
+    const matrix_view<float> ov(obuf, rows, d);
+    for (std::size_t b = it.k_begin / blk * blk; b < it.k_end; b += blk) {
+        const std::size_t t0 = std::max(b, it.k_begin), t1 = std::min(b + blk, it.k_end), n = t1 - t0;
+        const auto cover = mask.classify(0, ql, static_cast<std::int64_t>(t0), static_cast<std::int64_t>(t1), ql, kl);
+        if (cover == tile_coverage::skip) continue;
+        const matrix_view<float> s(sbuf, rows, n);
+        const std::span<float> ms(m, rows), ls(l, rows);
+        if constexpr (decode_tile_backend<Backend, T>) {
+            if (cover == tile_coverage::full) {
+                // The block's rows where their pages hold them: no copy, whatever the page size.
+                std::array<const T*, max_decode_block> krows, vrows;
+                const page_geometry& geo = kv.geometry();
+                for (std::size_t j = t0; j < t1; ++j) {
+                    const std::size_t at = geo.row_offset(kv.table().page_of(it.seq, j), it.kv_head, j % kv.page_size());
+                    krows[j - t0] = kv.k_pool() + at;
+                    vrows[j - t0] = kv.v_pool() + at;
+                }
+                backend.decode_tile(qv, std::span<const T* const>(krows.data(), n),
+                                    std::span<const T* const>(vrows.data(), n), s, ov, ms, ls);
+                continue;
+            }
+        }
+        const auto [kb, vb] = kv_block_views(kv, it.seq, it.kv_head, t0, t1, kbuf, vbuf);
+        for (std::size_t r = 0; r < rows; ++r) {
+            const auto i = static_cast<std::int64_t>(r / g);
+            const auto lo = std::clamp<std::int64_t>(mask.key_begin(i, ql, kl) - std::int64_t(t0), 0, std::int64_t(n));
+            const auto hi = std::clamp<std::int64_t>(mask.key_end(i, ql, kl) - std::int64_t(t0), lo, std::int64_t(n));
+            for (std::int64_t j = 0; j < std::int64_t(n); ++j)
+                s(r, std::size_t(j)) = j >= lo && j < hi ? 0.0f : softmax_math::minus_infinity();
+        }
+        decode_step(backend, qv, kb, vb, s, ov, ms, ls, std::span<float>(alpha, rows));
+    }
+    if (slot != nullptr) return;
+    for (std::size_t t = 0; t < it.rows; ++t)
+        for (std::size_t j = 0; j < g; ++j) {
+            const std::size_t r = t * g + j, h = it.kv_head * g + j;
+            finish_row(obuf + r * d, d, m[r], l[r], out.head(h).row(qbegin + t).data(),
+                       lse.empty() ? nullptr : &lse(h, qbegin + t), plan.options().lse_base);
+        }
+}
+
+/// Merges the chunk states of one split decode sequence's KV head, in chunk order, and
+/// writes its output rows.
+template <class T>
+void run_merge(const batch_plan& plan, const batch_merge& mg, float* slots, const heads_view<T>& out,
+               const matrix_view<float>& lse) {
+    const std::size_t g = plan.group(), d = plan.head_dim(), qlen = plan.q_len(mg.seq), rows = qlen * g;
+    const std::size_t qbegin = plan.qo_indptr()[mg.seq];
+    float* first = slots + mg.first_slot * plan.slot_floats();
+    float* o = first;
+    float* m = first + rows * d;
+    float* l = m + rows;
+    for (std::size_t c = 1; c < mg.chunks; ++c) {
+        const float* other = first + c * plan.slot_floats();
+        const float* om = other + rows * d;
+        const float* ol = om + rows;
+        for (std::size_t r = 0; r < rows; ++r) {
+            const auto w = softmax_math::merge_scales<softmax_base::two>(m[r], om[r]);
+            for (std::size_t x = 0; x < d; ++x) o[r * d + x] = w.a * o[r * d + x] + w.b * other[r * d + x];
+            l[r] = w.a * l[r] + w.b * ol[r];
+            m[r] = w.max;
+        }
+    }
+    for (std::size_t t = 0; t < qlen; ++t)
+        for (std::size_t j = 0; j < g; ++j) {
+            const std::size_t r = t * g + j, h = mg.kv_head * g + j;
+            finish_row(o + r * d, d, m[r], l[r], out.head(h).row(qbegin + t).data(),
+                       lse.empty() ? nullptr : &lse(h, qbegin + t), plan.options().lse_base);
+        }
+}
+
+/// One prefill item: a query tile of every head of one KV head's group, KV tile by KV
+/// tile (each tile gathered once for the whole group), GEMMs on the backend.
+template <class Backend, class T>
+void run_prefill_item(const batch_plan& plan, Backend& backend, const batch_work_item& it,
+                      const heads_view<const T>& q, const paged_kv<const T>& kv, const heads_view<T>& out,
+                      const matrix_view<float>& lse, float* ws) {
+    using P = batch_plan;
+    const std::size_t g = plan.group(), d = plan.head_dim(), qt = plan.q_tile(), kt = plan.kv_tile();
+    const std::size_t rows = it.rows, qbegin = plan.qo_indptr()[it.seq] + it.q0;
+    float* sbuf = ws;
+    float* kbuf = sbuf + P::padded(qt * kt);
+    float* vbuf = kbuf + P::padded(kt * d);
+    float* heads = vbuf + P::padded(kt * d);
+    const std::size_t head_floats = 2 * P::padded(qt * d) + 3 * P::padded(qt);
+    const auto q_of = [&](std::size_t j) { return heads + j * head_floats; };
+    const auto o_of = [&](std::size_t j) { return q_of(j) + P::padded(qt * d); };
+    const auto m_of = [&](std::size_t j) { return o_of(j) + P::padded(qt * d); };
+    // Up to 64 heads per group keep their "accumulated yet" flag here; more take a second pass.
+    bool any_key[64];
+    const float scale = plan.score_scale_log2();
+    const attention_mask& mask = plan.options().mask;
+    const auto ql = static_cast<std::int64_t>(plan.q_len(it.seq)), kl = static_cast<std::int64_t>(plan.kv_lens()[it.seq]);
+    const auto i0 = static_cast<std::int64_t>(it.q0), i1 = i0 + static_cast<std::int64_t>(rows);
+    for (std::size_t j0 = 0; j0 < g; j0 += 64) {
+        const std::size_t j1 = std::min(g, j0 + 64);
+        for (std::size_t j = j0; j < j1; ++j) {
+            const auto qh = q.head(it.kv_head * g + j);
+            for (std::size_t r = 0; r < rows; ++r) to_floats(qh.row(qbegin + r).data(), q_of(j) + r * d, d);
+            std::fill(m_of(j), m_of(j) + rows, softmax_math::minus_infinity());
+            std::fill(m_of(j) + P::padded(qt), m_of(j) + P::padded(qt) + rows, 0.0f);
+            any_key[j - j0] = false;
+        }
+        for (std::size_t b = it.k_begin / kt * kt; b < it.k_end; b += kt) {
+            const std::size_t t0 = std::max(b, it.k_begin), t1 = std::min(b + kt, it.k_end);
+            if (mask.classify(i0, i1, std::int64_t(t0), std::int64_t(t1), ql, kl) == tile_coverage::skip) continue;
+            const auto [kb, vb] = kv_block_views(kv, it.seq, it.kv_head, t0, t1, kbuf, vbuf);
+            for (std::size_t j = j0; j < j1; ++j) {
+                float* mj = m_of(j);
+                const tile_operands ops{matrix_view<const float>(q_of(j), rows, d), kb, vb,
+                                        matrix_view<float>(o_of(j), rows, d), matrix_view<float>(sbuf, rows, kt)};
+                attend_keys(backend, ops,
+                            {std::span<float>(mj, rows), std::span<float>(mj + P::padded(qt), rows),
+                             std::span<float>(mj + 2 * P::padded(qt), rows), any_key[j - j0]},
+                            mask, i0, ql, kl, t0, t0, t1, scale);
+            }
+        }
+        for (std::size_t j = j0; j < j1; ++j) {
+            const std::size_t h = it.kv_head * g + j;
+            float* mj = m_of(j);
+            for (std::size_t r = 0; r < rows; ++r) {
+                float* o = o_of(j) + r * d;
+                finish_row(o, d, mj[r], any_key[j - j0] ? mj[P::padded(qt) + r] : 0.0f,
+                           out.head(h).row(qbegin + r).data(), lse.empty() ? nullptr : &lse(h, qbegin + r),
+                           plan.options().lse_base);
+            }
+        }
+    }
+}
+
+}  // namespace detail
+
+/// Batched serving attention (FlashInfer's BatchPrefill / BatchDecode with a paged KV
+/// cache): a ragged batch of sequences, each attending to its own pages, prefill and
+/// decode sequences mixed in one call. Decode sequences are processed per KV head with
+/// all the query heads that share it (GQA), so each page is read once per KV head, and
+/// long sequences are split into chunks whose partial states are merged (split-KV /
+/// Flash-Decoding); prefill sequences go through the tiled GEMM driver.
+namespace batch {
+
+/// Plans a batch: the work split and the exact workspace (see `batch_plan`). Make it once
+/// per engine step and reuse it for every layer.
+/// @code
+/// auto plan = frugal::attention::batch::plan(shape, {.mask = frugal::attention::attention_mask::causal(), .threads = 2});
+/// @endcode
+[[nodiscard]] inline batch_plan plan(const batch_shape& shape, const batch_options& options) {
+    return batch_plan(shape, options);
+}
+
+/// Runs `plan` for one layer on `ex`: `q` and `out` are ragged `[tokens, q_heads, d]`
+/// (any strides; sequence s owns rows `qo_indptr[s] ..`), `kv` the layer's paged cache
+/// (its page table must give the plan's KV lengths), `lse` empty or `q_heads x tokens`
+/// (base `options.lse_base`, -inf for a row without keys), `workspace` at least
+/// `plan.workspace_bytes()`. Host backends plug in per tile: GEMMs (`gemm_backend`), and
+/// optionally `online_softmax_tile` and `decode_tile`; device backends run the whole plan
+/// instead (see backend/cuda/batch_attention.cuh). Allocates nothing; the output does not
+/// depend on the executor or the worker count, and depends on the split only through
+/// the merge's fp32 rounding.
+/// @code
+/// std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
+/// for (auto& layer : layers)
+///     frugal::attention::batch::run(plan, cpu, layer.q, layer.kv, layer.out, {}, std::span<float>(ws),
+///                                   frugal::default_thread_pool());
+/// @endcode
+template <class Backend, storage_type T, executor Executor>
+    requires gemm_backend<std::remove_reference_t<Backend>, float>
+void run(const batch_plan& plan, Backend&& backend, heads_view<const T> q, const paged_kv<const T>& kv,
+         heads_view<T> out, matrix_view<float> lse, std::span<float> workspace, Executor& ex) {
+    detail::check_batch_views(plan, q, kv, out, lse, workspace.size());
+    float* slots = workspace.data() + plan.workers() * plan.worker_floats();
+    const auto items = plan.items();
+    parallel_for(ex, items.size(), plan.workers(), [&](std::size_t i, std::size_t worker) {
+        const batch_work_item& it = items[i];
+        float* ws = workspace.data() + worker * plan.worker_floats();
+        if (it.prefill) {
+            detail::run_prefill_item(plan, backend, it, q, kv, out, lse, ws);
+        } else {
+            detail::run_decode_item(plan, std::as_const(backend), it, q, kv, out, lse, ws,
+                                    it.slot == batch_work_item::no_slot ? nullptr : slots + it.slot * plan.slot_floats());
+        }
+    });
+    const auto merges = plan.merges();
+    parallel_for(ex, merges.size(), plan.workers(),
+                 [&](std::size_t i, std::size_t) { detail::run_merge(plan, merges[i], slots, out, lse); });
+}
+
+/// `run` on `default_thread_pool()` with a workspace it allocates (exactly `plan.workspace_bytes()`).
+/// @code
+/// frugal::attention::batch::run(plan, frugal::eigen::attention_backend{}, q, kv, out);
+/// @endcode
+template <class Backend, storage_type T>
+    requires gemm_backend<std::remove_reference_t<Backend>, float>
+void run(const batch_plan& plan, Backend&& backend, heads_view<const T> q, const paged_kv<const T>& kv,
+         heads_view<T> out, matrix_view<float> lse = {}) {
+    std::vector<float> workspace(plan.workspace_bytes() / sizeof(float));
+    run(plan, std::forward<Backend>(backend), q, kv, out, lse, std::span<float>(workspace), default_thread_pool());
+}
+
+}  // namespace batch
+}  // namespace frugal::attention

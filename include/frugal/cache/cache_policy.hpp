@@ -1,0 +1,87 @@
+#pragma once
+/// @file
+/// cache_policy: what a replacement policy provides to the caches that use it
+/// (`basic_cache` and `prefix_tree`), stated once and checked by a concept.
+
+#include <concepts>
+#include <cstddef>
+#include <type_traits>
+
+namespace frugal::cache {
+
+namespace detail {
+/// The smallest entry a policy must work on: its per-entry data, a weight and a hash.
+template <class Policy>
+struct policy_probe_node : Policy::node_data {
+    std::size_t weight = 1;
+    std::size_t hash = 0;
+};
+}  // namespace detail
+
+/// A replacement policy for the caches of this module. A policy `P` provides:
+///
+/// - `P::node_data`, the per-entry data (list hooks, counters) every entry derives from;
+/// - `P::state<Node>`, its state over entries of type `Node`, where `Node` derives from
+///   `P::node_data` and has `std::size_t weight` (in capacity units) and `std::size_t hash`
+///   (a well-mixed hash of the key) members. It is constructed from the capacity (then any
+///   extra arguments the cache forwards) and offers:
+///   - `admit(n, cost)`: `n` is a new entry (its miss cost for cost-aware policies);
+///   - `touch(n)`: an access to `n`, which the policy holds;
+///   - `remove(n)`: `n` leaves the policy's view without being its choice (pinned, in use,
+///     erased, replaced); PRECONDITION: the policy holds `n`;
+///   - `reattach(n)`: `n` returns after `remove`, keeping the history in its `node_data`;
+///   - `replace(n, cost)`: `n` returns after `remove` with a new value, weight and cost,
+///     which counts as one access;
+///   - `victim()`: the entry the policy would evict next, or nullptr when it holds none; it
+///     may reorganise its own segments (move entries between queues) but holds the same
+///     entries afterwards;
+///   - `evict(n)`: `n`, the last `victim()`, leaves by the policy's choice (a ghost entry
+///     may remember its hash);
+///   - `set_capacity(c)`: the capacity changed (the cache then evicts down to it).
+/// - optionally `static constexpr bool admits_before_eviction = true`: the newcomer is
+///   admitted before the evictions that make room for it and may lose its place to them
+///   (W-TinyLFU's admission); otherwise room is made first and the newcomer always enters;
+/// - optionally `state::expect(hash, weight)`: called with a new key's hash and weight before
+///   the evictions that make room for it, so a policy with ghost entries (ARC, LIRS, 2Q,
+///   S3-FIFO) can look the key up before those evictions change its ghosts.
+///
+/// Every operation is called only on entries in the states above; none may throw except
+/// `admit`, `touch`, `reattach`, `replace` and `expect` on allocation failure.
+/// @code
+/// static_assert(frugal::cache::cache_policy<frugal::cache::lru_policy>);
+/// frugal::cache::basic_cache<int, int, frugal::cache::s3fifo_policy> c(1000);
+/// @endcode
+template <class P, class Node = detail::policy_probe_node<P>>
+concept cache_policy = requires { typename P::node_data; } &&
+                       requires { typename P::template state<Node>; } &&
+                       std::derived_from<Node, typename P::node_data> &&
+                       std::constructible_from<typename P::template state<Node>, std::size_t> &&
+                       requires(typename P::template state<Node>& s, Node& n, double cost, std::size_t c) {
+                           s.admit(n, cost);
+                           s.touch(n);
+                           s.remove(n);
+                           s.reattach(n);
+                           s.replace(n, cost);
+                           s.evict(n);
+                           { s.victim() } -> std::same_as<Node*>;
+                           s.set_capacity(c);
+                       } &&
+                       (!requires { P::admits_before_eviction; } ||
+                        std::same_as<std::remove_cvref_t<decltype(P::admits_before_eviction)>, bool>);
+
+/// Whether the policy state `State` wants to hear of a new key before the evictions that
+/// make room for it (see `cache_policy`).
+template <class State>
+concept expects_newcomers = requires(State& s, std::size_t h, std::size_t w) { s.expect(h, w); };
+
+/// Whether policy `P` admits a newcomer before evicting for it (see `cache_policy`).
+template <class P>
+inline constexpr bool admits_before_eviction = [] {
+    if constexpr (requires { P::admits_before_eviction; }) {
+        return static_cast<bool>(P::admits_before_eviction);
+    } else {
+        return false;
+    }
+}();
+
+}  // namespace frugal::cache
