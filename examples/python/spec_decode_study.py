@@ -10,10 +10,10 @@ Drafters: pld (Prompt Lookup Decoding, the baseline), sam (frugal's suffix-autom
 drafter) and sam-tree (its tree drafts), with history on: the sam drafters also draft from
 earlier records' responses.
 
-    python3 examples/python/spec_decode_study.py ../shared/data/drafting/specbench_vicuna7b.tok
-    frugal-bench draft --data ../shared/data/drafting/specbench_vicuna7b.tok   # the same MAT
+    python3 examples/python/spec_decode_study.py specbench_vicuna7b.tok
+    frugal-bench draft --data specbench_vicuna7b.tok   # the same MAT
 
-The .tok format (../shared/data/drafting/README.md): per record, "# <id> <category>",
+The .tok format: per record, "# <id> <category>",
 "P <prompt ids>" and "R <response ids>".
 """
 import argparse
@@ -115,7 +115,9 @@ def simulate(records, kind, max_draft, tree_budget, use_history):
     """Totals per category ("all" included) for one drafter."""
     by_category = defaultdict(Totals)
     history = draft.History(HISTORY_TOKENS)
-    sam = draft.Drafter(history if use_history else None, max_draft=max_draft, tree_budget=tree_budget)
+    # As frugal-bench: the tree's depth is the chain's length K.
+    sam = draft.Drafter(history if use_history else None, max_draft=max_draft, tree_depth=max_draft,
+                        tree_budget=tree_budget)
     for rec in records:
         if kind == "pld":
             context = np.empty(len(rec.prompt) + len(rec.response), np.int32)
@@ -138,7 +140,9 @@ def simulate(records, kind, max_draft, tree_budget, use_history):
             s = replay(rec, begin, propose, accept)
         else:
             if kind == "sam-tree":
-                propose = sam.tree
+                def propose():
+                    tokens, parents, _probabilities = sam.tree()
+                    return tokens, parents
             else:
                 def propose():
                     chain = sam.chain()

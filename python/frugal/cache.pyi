@@ -16,6 +16,7 @@ class EvictionReason(enum.Enum):
     replaced = 2
     erased = 3
     cleared = 4
+    expired = 5
 
 class PutResult(enum.Enum):
     inserted = 0
@@ -78,6 +79,26 @@ class GDSFCache(_Cache):
 class WTinyLFUCache(_Cache):
     def __init__(self, capacity: int, *, on_evict: Optional[EvictionCallback] = None,
                  window_fraction: Optional[float] = None) -> None: ...
+
+class S3FIFOCache(_Cache):
+    """S3-FIFO: a small FIFO filter, a main FIFO with reinsertion, a ghost queue."""
+    def __init__(self, capacity: int, *, on_evict: Optional[EvictionCallback] = None) -> None: ...
+
+class SIEVECache(_Cache):
+    """SIEVE: one FIFO queue, a visited bit per entry, a hand that evicts the first unvisited one."""
+    def __init__(self, capacity: int, *, on_evict: Optional[EvictionCallback] = None) -> None: ...
+
+class ARCCache(_Cache):
+    """ARC: recency and frequency lists with ghosts and an adaptive target."""
+    def __init__(self, capacity: int, *, on_evict: Optional[EvictionCallback] = None) -> None: ...
+
+class LIRSCache(_Cache):
+    """LIRS: evicts by inter-reference recency; resists scans."""
+    def __init__(self, capacity: int, *, on_evict: Optional[EvictionCallback] = None) -> None: ...
+
+class TwoQueueCache(_Cache):
+    """2Q: a FIFO for first references, an LRU for re-references, a ghost FIFO."""
+    def __init__(self, capacity: int, *, on_evict: Optional[EvictionCallback] = None) -> None: ...
 
 class _PrefixMatch:
     """A pinned longest cached prefix; a context manager that releases its pins on exit."""

@@ -12,9 +12,14 @@
 #include <pybind11/stl/filesystem.h>
 
 #include <frugal/cache/basic_cache.hpp>
+#include <frugal/cache/arc_policy.hpp>
 #include <frugal/cache/gdsf_policy.hpp>
 #include <frugal/cache/lfu_policy.hpp>
+#include <frugal/cache/lirs_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>
+#include <frugal/cache/s3fifo_policy.hpp>
+#include <frugal/cache/sieve_policy.hpp>
+#include <frugal/cache/two_queue_policy.hpp>
 #include <frugal/cache/prefix_tree.hpp>
 #include <frugal/cache/semantic_cache.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
@@ -74,7 +79,9 @@ public:
     template <class... PolicyArgs>
     explicit py_cache(std::size_t capacity, PolicyArgs... args) : core_(capacity, {}, {}, {}, args...) {
         core_.set_eviction_callback([this](const py_key& k, py_value& v, eviction_reason why) {
-            on_evict_.push({k, std::move(v.object), why});
+            // The values still held at destruction are released with the cache; no Python
+            // callback runs from a deallocation.
+            if (why != eviction_reason::destroyed) on_evict_.push({k, std::move(v.object), why});
         });
     }
 
@@ -159,8 +166,8 @@ private:
         on_evict_.deliver([](const py::object& cb, evicted_entry& e) { cb(from_key(e.key), e.value, e.reason); });
     }
 
+    deferred_callback<evicted_entry> on_evict_;  // before core_: it outlives the core's callback calls
     cache::basic_cache<py_key, py_value, Policy, value_weigher> core_;
-    deferred_callback<evicted_entry> on_evict_;
 };
 
 /// PutResult's three Python objects, made once (put() returns one per call).
@@ -273,7 +280,8 @@ void bind_policies(py::module_& m) {
         .value("rejected", eviction_reason::rejected)
         .value("replaced", eviction_reason::replaced)
         .value("erased", eviction_reason::erased)
-        .value("cleared", eviction_reason::cleared);
+        .value("cleared", eviction_reason::cleared)
+        .value("expired", eviction_reason::expired);
     py::enum_<cache::put_result>(m, "PutResult", "Result of put().")
         .value("inserted", cache::put_result::inserted)
         .value("replaced", cache::put_result::replaced)
@@ -314,6 +322,21 @@ Pinned entries are never evicted; a new entry that cannot fit beside them is ref
         doc("W-TinyLFU: an LRU window, then a segmented LRU main region behind a count-min-sketch admission "
             "filter (window_fraction of the capacity is the window; None: the C++ default).", "WTinyLFUCache").c_str(),
         py::arg("window_fraction") = py::none());
+    bind_policy<cache::s3fifo_policy>(
+        m, "S3FIFOCache",
+        doc("S3-FIFO (SOSP 2023): a small FIFO that filters one-hit wonders, a main FIFO with reinsertion, "
+            "and a ghost queue of recently evicted keys.", "S3FIFOCache").c_str());
+    bind_policy<cache::sieve_policy>(
+        m, "SIEVECache",
+        doc("SIEVE (NSDI 2024): one FIFO queue, a hit sets a visited bit, a hand evicts the first unvisited entry.",
+            "SIEVECache").c_str());
+    bind_policy<cache::arc_policy>(
+        m, "ARCCache", doc("ARC (FAST 2003): recency and frequency lists with ghosts and an adaptive target.", "ARCCache").c_str());
+    bind_policy<cache::lirs_policy>(
+        m, "LIRSCache", doc("LIRS (SIGMETRICS 2002): evicts by inter-reference recency; resists scans.", "LIRSCache").c_str());
+    bind_policy<cache::two_queue_policy>(
+        m, "TwoQueueCache", doc("2Q (VLDB 1994): a FIFO for first references, an LRU for re-references, a ghost FIFO.",
+                                "TwoQueueCache").c_str());
 }
 
 // ---- prefix tree ----------------------------------------------------------------------
@@ -331,8 +354,8 @@ template <class Policy>
 struct py_prefix_tree {
     using tree_type = cache::prefix_tree<chunk_id, handle_type, Policy>;
     explicit py_prefix_tree(std::size_t budget) : tree(memory_budget(budget)) {
-        tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes) {
-            on_evict.push({id, h, bytes});
+        tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes, cache::eviction_reason why) {
+            if (why != cache::eviction_reason::destroyed) on_evict.push({id, h, bytes});  // no callback from a deallocation
         });
     }
     void set_on_evict(py::object cb) { on_evict.set(std::move(cb)); }
@@ -341,8 +364,8 @@ struct py_prefix_tree {
     }
     int traverse(visitproc visit, void* arg) const { return on_evict.traverse(visit, arg); }
     void clear_references() { set_on_evict(py::none()); }
+    deferred_callback<evicted_chunk> on_evict;  // before tree: it outlives the tree's callback calls
     tree_type tree;
-    deferred_callback<evicted_chunk> on_evict;
     busy_flag busy;
 };
 
@@ -561,9 +584,9 @@ handles to per-chunk tensors, under a byte budget with leaf-only eviction.
         d.replace(d.find("{name}"), 6, name);
         return d;
     };
-    bind_prefix_tree<cache::tree_lfu>(m, "PrefixTree", doc("Evicts the least frequently used leaf (PerCache 4.1.3).", "PrefixTree").c_str());
-    bind_prefix_tree<cache::tree_lru>(m, "LRUPrefixTree", doc("Evicts the least recently used leaf.", "LRUPrefixTree").c_str());
-    bind_prefix_tree<cache::tree_gdsf>(m, "GDSFPrefixTree",
+    bind_prefix_tree<cache::lfu_policy>(m, "PrefixTree", doc("Evicts the least frequently used leaf (PerCache 4.1.3).", "PrefixTree").c_str());
+    bind_prefix_tree<cache::lru_policy>(m, "LRUPrefixTree", doc("Evicts the least recently used leaf.", "LRUPrefixTree").c_str());
+    bind_prefix_tree<cache::gdsf_policy>(m, "GDSFPrefixTree",
                                        doc("PGDSF (RAGCache): evicts low frequency x cost / bytes first.", "GDSFPrefixTree").c_str());
     bind_semantic(m);
 }

@@ -148,45 +148,6 @@ private:
     std::atomic<bool> busy_{false};
 };
 
-/// busy_flag for an object many others read while it may also be changed (a history that
-/// drafters match against): any number of readers at once, or one writer alone; the
-/// other case raises frugal.RuntimeFailureError.
-class shared_flag {
-public:
-    class read_guard {
-    public:
-        explicit read_guard(shared_flag& f, const char* who) : flag_(f) {
-            int s = flag_.state_.load(std::memory_order_relaxed);
-            do {
-                if (s < 0) FRUGAL_FAIL(frugal::runtime_error, who, ": the history is being changed by another thread");
-            } while (!flag_.state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire));
-        }
-        ~read_guard() { flag_.state_.fetch_sub(1, std::memory_order_release); }
-        read_guard(const read_guard&) = delete;
-        read_guard& operator=(const read_guard&) = delete;
-
-    private:
-        shared_flag& flag_;
-    };
-    class write_guard {
-    public:
-        explicit write_guard(shared_flag& f, const char* who) : flag_(f) {
-            int idle = 0;
-            if (!flag_.state_.compare_exchange_strong(idle, -1, std::memory_order_acquire))
-                FRUGAL_FAIL(frugal::runtime_error, who, ": the history is in use by another thread");
-        }
-        ~write_guard() { flag_.state_.store(0, std::memory_order_release); }
-        write_guard(const write_guard&) = delete;
-        write_guard& operator=(const write_guard&) = delete;
-
-    private:
-        shared_flag& flag_;
-    };
-
-private:
-    std::atomic<int> state_{0};
-};
-
 /// Runs `fn` with the object marked busy and the GIL released.
 template <class Fn>
 decltype(auto) without_gil(busy_flag& flag, const char* who, Fn&& fn) {

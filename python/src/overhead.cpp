@@ -7,7 +7,9 @@
 #include <vector>
 
 #include <frugal/cache/lru_policy.hpp>
+#include <frugal/core/thread_pool.hpp>
 #include <frugal/draft/drafter.hpp>
+#include <frugal/draft/speculator.hpp>
 
 #include "common.hpp"
 
@@ -57,6 +59,30 @@ void bind_overhead(py::module_ m) {
           },
           py::arg("prompts"), py::arg("rounds"),
           "(seconds, tokens drafted) for `rounds` rounds of chain() on one drafter per prompt (C++ drafters).");
+    m.def("speculator_propose",
+          [](py::list prompts, std::size_t rounds) {
+              std::vector<array_view<std::int32_t>> p;
+              for (py::handle h : prompts) p.emplace_back(h, "prompt");
+              std::size_t drafted = 0;
+              double s = 0;
+              {
+                  py::gil_scoped_release release;
+                  draft::speculator<std::int32_t> spec;
+                  std::vector<draft::request_id> ids;
+                  for (const auto& prompt : p) {
+                      ids.push_back(ids.size());
+                      spec.start(ids.back(), prompt.span());
+                  }
+                  const auto t0 = std::chrono::steady_clock::now();
+                  for (std::size_t r = 0; r < rounds; ++r)
+                      for (const auto* tree : spec.propose(ids, default_thread_pool())) drafted += tree->tokens.size();
+                  s = seconds_since(t0);
+              }
+              return py::make_tuple(s, drafted);
+          },
+          py::arg("prompts"), py::arg("rounds"),
+          "(seconds, tree nodes drafted) for `rounds` batch drafts of one request per prompt (a C++ speculator on "
+          "frugal's default thread pool).");
 }
 
 }  // namespace frugal::python

@@ -100,17 +100,23 @@ def test_verify_against_python(rng):
 
 
 def test_chain_follows_the_unique_continuation():
-    # With escape = 0 a token seen alone after the match has probability 1, so the chain
-    # runs to max_draft; with escape = 1 each step multiplies the path by 1 / (1 + 1) and
-    # the chain stops once 0.5^d < min_path_score (0.002): at d = 8.
+    # With context_escape near 0 a token seen alone after the match has probability ~1, so the
+    # chain runs to max_draft; with the default escape each step's probability is below 1
+    # and the chain stops once its path probability would fall below min_path_score.
     prompt = np.array(list(range(1, 21)) + [1, 2, 3], np.int32)
-    d = draft.Drafter(max_draft=10, escape=0.0)
+    d = draft.Drafter(max_draft=10, context_escape=1e-9)
     d.begin(prompt)
     assert d.context_match == 3
     assert d.chain().tolist() == list(range(4, 14))
+    tokens, parents, probs = d.chain_with_probabilities()
+    assert tokens.tolist() == list(range(4, 14)) and parents.tolist() == list(range(-1, 9))
+    assert probs.dtype == np.float32
+    np.testing.assert_allclose(probs, 1.0, rtol=1e-6)
     d = draft.Drafter(max_draft=10)
     d.begin(prompt)
-    assert d.chain().tolist() == list(range(4, 12))
+    tokens, parents, probs = d.chain_with_probabilities()
+    assert 0 < len(tokens) <= 10 and tokens.tolist() == list(range(4, 4 + len(tokens)))
+    assert np.all((probs > 0) & (probs < 1)) and np.prod(probs, dtype=np.float64) >= d.config.min_path_score
     d.accept([4, 5])
     d.accept(99)  # never seen: no match, no draft
     assert d.context_match == 0 and d.chain().size == 0
@@ -122,24 +128,35 @@ def test_history_drafts_and_documents():
     history.add(np.array([7, 8, 9, 10, 11, 12], np.int32))
     history.add([40, 41])
     assert len(history) == 8 and history.documents == 2
-    d = draft.Drafter(history, escape=0.0)
+    d = draft.Drafter(history, context_escape=1e-9, history_escape=1e-9)
     d.begin([100, 101, 7, 8])
     assert d.history_match == 2
     assert d.chain().tolist() == [9, 10, 11, 12]  # stops at the document's end
 
 
-def test_tree_holds_both_continuations_best_first():
+def test_tree_holds_both_continuations_best_first_with_probabilities():
     # After "5 6": 7 twice (then 1 both times), 8 once (then 2). Best-first by path
-    # probability with escape = 0: 7 (2/3), 7 1 (2/3), 8 (1/3), 8 2 (1/3).
-    d = draft.Drafter(escape=0.0, backoff=False, tree_budget=4, max_draft=2)
+    # probability with escape near 0 (probability = count / total): 7 (2/3), 7 1 (1 given 7),
+    # 8 (1/3), 8 2 (1 given 8).
+    d = draft.Drafter(context_escape=1e-9, backoff=False, tree_budget=4, tree_depth=2)
     d.begin([5, 6, 7, 1, 20, 5, 6, 8, 2, 21, 5, 6, 7, 1, 22, 5, 6])
     assert d.context_match == 2
-    tokens, parents = d.tree()
-    assert tokens.dtype == np.int32 and parents.dtype == np.int32
+    tokens, parents, probs = d.tree()
+    assert tokens.dtype == np.int32 and parents.dtype == np.int32 and probs.dtype == np.float32
     assert tokens.tolist() == [7, 1, 8, 2] and parents.tolist() == [-1, 0, -1, 2]
+    np.testing.assert_allclose(probs, [2 / 3, 1, 1 / 3, 1], rtol=1e-6)
 
 
-def test_history_round_trip_and_change_guard(tmp_path):
+def test_tree_children_probabilities_sum_to_at_most_one(rng):
+    for _ in range(50):
+        d = draft.Drafter(tree_budget=32)
+        d.begin(rng.integers(0, 4, 200).astype(np.int32))
+        tokens, parents, probs = d.tree()
+        for node in range(-1, len(tokens)):
+            assert probs[parents == node].sum(dtype=np.float64) <= 1 + 1e-5
+
+
+def test_history_round_trip_and_live_adds(tmp_path):
     history = draft.History(1 << 12)
     rng = np.random.default_rng(3)
     docs = [rng.integers(0, 20, 50).astype(np.int32) for _ in range(5)]
@@ -153,20 +170,67 @@ def test_history_round_trip_and_change_guard(tmp_path):
         a.begin(doc[:10])
         b.begin(doc[:10])
         assert a.chain().tolist() == b.chain().tolist()
-    # History.add may rebuild the automaton a drafter matches: it refuses until begin().
-    d = draft.Drafter(history)
-    d.begin(docs[0][:10])
-    history.add(docs[1])
-    with pytest.raises(frugal.RuntimeFailureError, match="call begin"):
-        d.chain()
-    d.begin(docs[0][:10])
-    d.chain()
+    # A drafter keeps drafting while outputs are added; its next draft sees them.
+    fresh = np.arange(1000, 1010, dtype=np.int32)
+    d = draft.Drafter(history, context_escape=1e-9, history_escape=1e-9)
+    d.begin(fresh[:3])
+    assert d.chain().size == 0
+    history.add(fresh, publish=False)
+    assert history.pending == 1 and d.chain().size == 0  # queued, not yet published
+    version = history.version
+    assert history.publish() and history.version == version + 1 and history.pending == 0
+    assert d.chain().tolist() == fresh[3:].tolist()
 
 
 def test_history_outlives_its_python_name():
     history = draft.History(100)
     history.add([1, 2, 3, 4])
-    d = draft.Drafter(history, escape=0.0)
+    d = draft.Drafter(history, context_escape=1e-9, history_escape=1e-9)
     del history  # the drafter keeps it alive
     d.begin([1, 2])
     assert d.chain().tolist() == [3, 4]
+
+
+def test_speculator_batch_equals_one_drafter_per_request(rng):
+    history = draft.History(1 << 14)
+    for _ in range(20):
+        history.add(rng.integers(0, 30, 100).astype(np.int32))
+    spec = draft.Speculator(history, tree_budget=16)
+    prompts = {int(i): rng.integers(0, 30, 40).astype(np.int32) for i in rng.choice(1 << 40, 12, replace=False)}
+    oracle = {}
+    for rid, prompt in prompts.items():
+        spec.start(rid, prompt)
+        oracle[rid] = draft.Drafter(history, tree_budget=16)
+        oracle[rid].begin(prompt)
+    ids = list(prompts)
+    appended = {rid: [] for rid in ids}
+    for step in range(3):
+        got = spec.propose(ids)
+        for rid, (tokens, parents, probs) in zip(ids, got):
+            want = oracle[rid].tree()
+            assert tokens.tolist() == want[0].tolist() and parents.tolist() == want[1].tolist()
+            np.testing.assert_array_equal(probs, want[2])
+        chains = spec.propose(np.array(ids, np.uint64), tree=False)
+        for rid, (tokens, _, _) in zip(ids, chains):
+            assert tokens.tolist() == oracle[rid].chain().tolist()
+            accepted = np.append(tokens[:1], np.int32(step))
+            spec.append(rid, accepted)
+            oracle[rid].accept(accepted)
+            appended[rid] += accepted.tolist()
+    rid = ids[0]
+    assert spec.stop(rid).tolist() == appended[rid]  # the output: every token appended since start
+    assert rid not in spec and len(spec) == len(ids) - 1
+
+
+def test_speculator_refuses_bad_ids():
+    spec = draft.Speculator()
+    spec.start(1, [1, 2, 3])
+    with pytest.raises(frugal.InvalidArgumentError, match="already started"):
+        spec.start(1, [4])
+    with pytest.raises(frugal.InvalidArgumentError, match="never started"):
+        spec.propose([2])
+    with pytest.raises(frugal.InvalidArgumentError, match="twice"):
+        spec.propose([1, 1])
+    assert spec.stop(1).tolist() == []
+    with pytest.raises(frugal.InvalidArgumentError, match="was stopped"):
+        spec.append(1, [5])
