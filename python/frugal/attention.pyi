@@ -1,6 +1,6 @@
-"""Tiled attention with an online softmax under a workspace budget (frugal::attention)."""
+"""Tiled attention under a workspace budget and batched attention over paged K/V (frugal::attention)."""
 import enum
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -62,3 +62,13 @@ def plan(*, q_heads: int, kv_heads: int, q_len: int, kv_len: int, head_dim: int,
 def run(plan: Plan, q: npt.NDArray[np.float32], k: npt.NDArray[np.float32], v: npt.NDArray[np.float32], *,
         out: Optional[npt.NDArray[np.float32]] = None, lse: Optional[npt.NDArray[np.float32]] = None,
         layout: Layout = ...) -> npt.NDArray[np.float32]: ...
+
+class KVLayout(enum.Enum):
+    nhd = 0
+    hnd = 1
+
+def batch_run(q: npt.NDArray[Any], k_pages: npt.NDArray[Any], v_pages: npt.NDArray[Any],
+              kv_indptr: npt.NDArray[np.int32], kv_indices: npt.NDArray[np.int32],
+              kv_last_page_len: npt.NDArray[np.int32], qo_indptr: npt.NDArray[np.int64], *,
+              out: Optional[npt.NDArray[Any]] = None, kv_layout: KVLayout = ..., mask: Mask = ...,
+              scale: float = 0.0, threads: int = 1) -> npt.NDArray[Any]: ...

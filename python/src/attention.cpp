@@ -1,10 +1,15 @@
-// frugal.attention: the tile plan and tiled attention over numpy float32 arrays, computed
-// in place by the reference CPU backend (Eigen + xsimd), with the GIL released.
+// frugal.attention: the tile plan and tiled attention over numpy float32 arrays, and batched
+// attention over a paged K/V cache in float32 or float16, computed in place by the reference
+// CPU backend (Eigen + xsimd), with the GIL released.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <frugal/attention/attention_plan.hpp>
+#include <frugal/attention/batch_attention.hpp>
+#include <frugal/attention/dtype.hpp>
+#include <frugal/attention/paged_kv.hpp>
 #include <frugal/attention/heads_view.hpp>
 #include <frugal/attention/masks.hpp>
 #include <frugal/attention/tiled_attention.hpp>
@@ -34,6 +39,67 @@ void reject_half(py::handle a, const char* name) {
         throw py::type_error(std::string(name) +
                              " is float16: frugal::attention::tiled::run computes in float32 on this build; "
                              "pass a float32 array (numpy: a.astype(numpy.float32))");
+}
+
+// A C-contiguous numpy array of `T` (float32, or float16 read as frugal's float16 bits) with
+// `ndim` dimensions, used in place.
+template <class T>
+T* storage_of(py::handle obj, const char* name, py::ssize_t ndim) {
+    if (!py::isinstance<py::array>(obj)) throw py::type_error(std::string(name) + " must be a numpy array");
+    auto a = py::reinterpret_borrow<py::array>(obj);
+    const bool want_half = std::is_same_v<std::remove_const_t<T>, float16>;
+    const py::dtype want = want_half ? py::dtype("float16") : py::dtype::of<float>();
+    if (!a.dtype().equal(want))
+        throw py::type_error(std::string(name) + " must be " + (want_half ? "float16" : "float32") + " like q, got " +
+                             py::str(a.dtype()).cast<std::string>());
+    if (a.ndim() != ndim)
+        throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " +
+                              std::to_string(a.ndim()));
+    if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
+    if constexpr (!std::is_const_v<T>) {
+        if (!a.writeable()) throw py::value_error(std::string(name) + " is read-only");
+        return static_cast<T*>(a.mutable_data());
+    } else {
+        return static_cast<T*>(a.data());
+    }
+}
+
+// batch::run on numpy arrays of T: q and out [tokens, q_heads, d]; K and V pools
+// [pages, page_size, kv_heads, d] (nhd) or [pages, kv_heads, page_size, d] (hnd).
+template <class T>
+void run_paged(py::handle q, py::handle k_pages, py::handle v_pages, const array_view<std::int32_t>& indptr,
+               const array_view<std::int32_t>& indices, const array_view<std::int32_t>& last_page_len,
+               const std::vector<std::size_t>& qo_indptr, py::handle out, kv_layout kl, const attention_mask& mask,
+               float scale, std::size_t threads) {
+    const T* qd = storage_of<const T>(q, "q", 3);
+    T* od = storage_of<T>(out, "out", 3);
+    const T* kd = storage_of<const T>(k_pages, "k_pages", 4);
+    const T* vd = storage_of<const T>(v_pages, "v_pages", 4);
+    const auto qa = py::reinterpret_borrow<py::array>(q), ka = py::reinterpret_borrow<py::array>(k_pages);
+    const auto oa = py::reinterpret_borrow<py::array>(out), va = py::reinterpret_borrow<py::array>(v_pages);
+    const std::size_t tokens = qa.shape(0), q_heads = qa.shape(1), d = qa.shape(2), pages = ka.shape(0);
+    const std::size_t page_size = kl == kv_layout::nhd ? ka.shape(1) : ka.shape(2);
+    const std::size_t kv_heads = kl == kv_layout::nhd ? ka.shape(2) : ka.shape(1);
+    FRUGAL_CHECK(ka.shape(3) == static_cast<py::ssize_t>(d), "batch_run: k_pages head_dim ", ka.shape(3), " != q's ", d);
+    for (py::ssize_t i = 0; i < 4; ++i)
+        FRUGAL_CHECK(va.shape(i) == ka.shape(i), "batch_run: v_pages shape differs from k_pages' at axis ", i, ": ",
+                     va.shape(i), " != ", ka.shape(i));
+    for (py::ssize_t i = 0; i < 3; ++i)
+        FRUGAL_CHECK(oa.shape(i) == qa.shape(i), "batch_run: out shape differs from q's at axis ", i, ": ", oa.shape(i),
+                     " != ", qa.shape(i));
+    FRUGAL_CHECK(!qo_indptr.empty() && qo_indptr.back() == tokens, "batch_run: qo_indptr ends at ",
+                 qo_indptr.empty() ? 0 : qo_indptr.back(), " but q has ", tokens, " tokens");
+    const page_table table{indptr.span(), indices.span(), last_page_len.span(), page_size};
+    const auto kv = paged_kv<const T>::separate(kd, vd, pages, kv_heads, d, kl, table);
+    std::vector<std::size_t> kv_lens(table.batch());
+    for (std::size_t s = 0; s < kv_lens.size(); ++s) kv_lens[s] = table.kv_len(s);
+    const batch_shape shape{.q_heads = q_heads, .kv_heads = kv_heads, .head_dim = d, .qo_indptr = qo_indptr,
+                            .kv_lens = kv_lens};
+    const auto plan = batch::plan(shape, {.mask = mask, .scale = scale, .dtype = dtype_of<T>, .threads = threads});
+    const auto qv = heads_view<const T>::token_major(qd, tokens, q_heads, d);
+    const auto ov = heads_view<T>::token_major(od, tokens, q_heads, d);
+    py::gil_scoped_release release;
+    batch::run(plan, eigen::attention_backend{}, qv, kv, ov);
 }
 
 }  // namespace
@@ -129,6 +195,46 @@ fits. scale 0 means 1/sqrt(head_dim); q_heads must be a multiple of kv_heads (GQ
 `lse` (q_heads x q_len float32) receives the log-sum-exp. Deterministic for any thread count.
 
     out = run(p, q, k, v)              # q: [8, 512, 64], k and v: [2, 512, 64] float32)doc");
+
+    py::enum_<kv_layout>(m, "KVLayout", "Axis order of a page of a paged K/V pool.")
+        .value("nhd", kv_layout::nhd, "[page_size, kv_heads, head_dim] (vLLM, FlashInfer's default)")
+        .value("hnd", kv_layout::hnd, "[kv_heads, page_size, head_dim]");
+    m.def("batch_run",
+          [](py::handle q, py::handle k_pages, py::handle v_pages, py::handle kv_indptr, py::handle kv_indices,
+             py::handle kv_last_page_len, py::handle qo_indptr, py::object out, kv_layout kl, const attention_mask& mask,
+             float scale, std::size_t threads) -> py::object {
+              const array_view<std::int32_t> indptr(kv_indptr, "kv_indptr"), indices(kv_indices, "kv_indices"),
+                  last(kv_last_page_len, "kv_last_page_len");
+              const array_view<std::int64_t> qo(qo_indptr, "qo_indptr");
+              std::vector<std::size_t> qo_sizes(qo.size());
+              for (std::size_t i = 0; i < qo_sizes.size(); ++i) {
+                  FRUGAL_CHECK(qo.data()[i] >= 0, "batch_run: qo_indptr[", i, "] = ", qo.data()[i], " is negative");
+                  qo_sizes[i] = static_cast<std::size_t>(qo.data()[i]);
+              }
+              if (!py::isinstance<py::array>(q)) throw py::type_error("q must be a numpy array");
+              const auto qa = py::reinterpret_borrow<py::array>(q);
+              if (out.is_none()) out = py::array(qa.dtype(), std::vector<py::ssize_t>(qa.shape(), qa.shape() + qa.ndim()));
+              if (qa.dtype().equal(py::dtype("float16"))) {
+                  run_paged<float16>(q, k_pages, v_pages, indptr, indices, last, qo_sizes, out, kl, mask, scale, threads);
+              } else {
+                  run_paged<float>(q, k_pages, v_pages, indptr, indices, last, qo_sizes, out, kl, mask, scale, threads);
+              }
+              return out;
+          },
+          py::arg("q"), py::arg("k_pages"), py::arg("v_pages"), py::arg("kv_indptr"), py::arg("kv_indices"),
+          py::arg("kv_last_page_len"), py::arg("qo_indptr"), py::kw_only(), py::arg("out") = py::none(),
+          py::arg("kv_layout") = kv_layout::nhd, py::arg("mask") = attention_mask::causal(), py::arg("scale") = 0.0f,
+          py::arg("threads") = 1,
+          R"doc(Attention for a batch of sequences over a paged K/V cache (prefills, decodes or both), in float32
+or float16 (q, the pools and out share the dtype; float16 is computed in float32 and rounded
+once). q and out are ragged [tokens, q_heads, head_dim]: sequence s owns rows
+qo_indptr[s]..qo_indptr[s + 1] (int64). The page table is FlashInfer's: sequence s owns pages
+kv_indices[kv_indptr[s]..kv_indptr[s + 1]] (int32) and uses kv_last_page_len[s] tokens of its
+last one; its last q_len keys are its new tokens under the bottom-right causal mask.
+
+    # two decodes: 3 and 1 pages of 16 tokens, 32 query heads over 8 KV heads, d = 128
+    out = batch_run(q, k_pool, v_pool, np.array([0, 3, 4], np.int32), np.array([5, 0, 7, 2], np.int32),
+                    np.array([16, 9], np.int32), np.array([0, 1, 2]))   # q: [2, 32, 128] float16)doc");
 }
 
 }  // namespace frugal::python

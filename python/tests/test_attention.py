@@ -87,3 +87,62 @@ def test_errors():
         att.plan(q_heads=2, kv_heads=3, q_len=4, kv_len=4, head_dim=8)
     with pytest.raises(frugal.InvalidArgumentError, match="below the minimum workspace"):
         att.plan(q_heads=2, kv_heads=1, q_len=4, kv_len=4, head_dim=8, budget_bytes=16)
+
+
+def paged_batch(rng, kv_lens, q_lens, hq, hk, d, page_size, layout, dtype):
+    """A ragged batch over a shuffled page pool, and the same K/V per sequence as dense arrays."""
+    pages_of = [-(-n // page_size) for n in kv_lens]
+    pool = sum(pages_of) + 3  # a few pages nobody uses
+    order = rng.permutation(pool)
+    shape = (pool, page_size, hk, d) if layout == att.KVLayout.nhd else (pool, hk, page_size, d)
+    k_pool = rng.standard_normal(shape).astype(dtype)
+    v_pool = rng.standard_normal(shape).astype(dtype)
+    indptr, indices, last, dense = [0], [], [], []
+    for n, p in zip(kv_lens, pages_of):
+        mine = order[len(indices):len(indices) + p]
+        indices += mine.tolist()
+        indptr.append(len(indices))
+        last.append(n - (p - 1) * page_size)
+        if layout == att.KVLayout.nhd:
+            k, v = k_pool[mine].reshape(-1, hk, d)[:n], v_pool[mine].reshape(-1, hk, d)[:n]
+        else:
+            k = k_pool[mine].transpose(1, 0, 2, 3).reshape(hk, -1, d)[:, :n].transpose(1, 0, 2)
+            v = v_pool[mine].transpose(1, 0, 2, 3).reshape(hk, -1, d)[:, :n].transpose(1, 0, 2)
+        dense.append((k, v))
+    qo = np.concatenate([[0], np.cumsum(q_lens)])
+    q = rng.standard_normal((qo[-1], hq, d)).astype(dtype)
+    table = (np.array(indptr, np.int32), np.array(indices, np.int32), np.array(last, np.int32), qo.astype(np.int64))
+    return q, k_pool, v_pool, table, dense
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("layout", [att.KVLayout.nhd, att.KVLayout.hnd])
+def test_batch_run_over_pages_matches_float64(rng, dtype, layout):
+    hq, hk, d, page_size = 8, 2, 32, 16
+    kv_lens, q_lens = [37, 1, 64, 130], [1, 1, 20, 1]  # decodes and one prefill chunk
+    q, k_pool, v_pool, table, dense = paged_batch(rng, kv_lens, q_lens, hq, hk, d, page_size, layout, dtype)
+    out = att.batch_run(q, k_pool, v_pool, *table, kv_layout=layout, threads=2)
+    assert out.dtype == dtype and out.shape == q.shape
+    qo = table[3]
+    for s, (k, v) in enumerate(dense):
+        rows = slice(qo[s], qo[s + 1])
+        lq, lk = q_lens[s], kv_lens[s]
+        want, _ = reference(q[rows].transpose(1, 0, 2), k.transpose(1, 0, 2), v.transpose(1, 0, 2),
+                            lambda i, j: j <= i + lk - lq, 1 / np.sqrt(d))
+        got = out[rows].transpose(1, 0, 2).astype(np.float64)
+        # float16: computed in float32, rounded once; 4 unit roundoffs of the output's magnitude.
+        tol = 2e-5 if dtype == np.float32 else 4 * 2.0 ** -11 * max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(got, want, atol=tol, rtol=0)
+
+
+def test_batch_run_names_bad_input(rng):
+    q, k_pool, v_pool, table, _ = paged_batch(rng, [20, 5], [1, 1], 4, 2, 16, 16, att.KVLayout.nhd, np.float32)
+    indptr, indices, last, qo = table
+    with pytest.raises(frugal.OutOfRangeError, match="page index"):
+        att.batch_run(q, k_pool, v_pool, indptr, np.full_like(indices, 999), last, qo)
+    with pytest.raises(frugal.InvalidArgumentError, match="last_page_len"):
+        att.batch_run(q, k_pool, v_pool, indptr, indices, np.array([17, 5], np.int32), qo)
+    with pytest.raises(TypeError, match="float32 like q"):
+        att.batch_run(q, k_pool.astype(np.float16), v_pool, *table)
+    with pytest.raises(frugal.InvalidArgumentError, match="qo_indptr"):
+        att.batch_run(q, k_pool, v_pool, indptr, indices, last, np.array([0, 1, 3]))
