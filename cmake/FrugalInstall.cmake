@@ -23,3 +23,15 @@ write_basic_package_version_file(
 install(FILES "${PROJECT_BINARY_DIR}/frugalConfig.cmake" "${PROJECT_BINARY_DIR}/frugalConfigVersion.cmake"
         DESTINATION "${FRUGAL_CMAKE_DIR}")
 install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/frugal")
+
+# pkg-config: share/pkgconfig (frugal is header-only, so arch-independent), prefix relative to it.
+set(FRUGAL_PC_DIR "${CMAKE_INSTALL_DATADIR}/pkgconfig")
+string(REGEX REPLACE "[^/]+" ".." FRUGAL_PC_TO_PREFIX "${FRUGAL_PC_DIR}")
+configure_file("${PROJECT_SOURCE_DIR}/cmake/frugal.pc.in" "${PROJECT_BINARY_DIR}/frugal.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/frugal.pc" DESTINATION "${FRUGAL_PC_DIR}")
+
+# The one-file user backend the docs point to, buildable against the installed headers:
+#   c++ $(pkg-config --cflags frugal) share/frugal/examples/minimal_backend/main.cpp
+install(FILES "${PROJECT_SOURCE_DIR}/examples/minimal_backend/main.cpp"
+              "${PROJECT_SOURCE_DIR}/examples/minimal_backend/minimal_backend.hpp"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/frugal/examples/minimal_backend")

@@ -4,7 +4,11 @@
 #     package consumers (find_package and add_subdirectory), examples, the bench harness,
 #     and the CUDA adapter compiled (not run without a GPU) when nvcc is present;
 #  2. the `asan` preset: the unit tests and examples under AddressSanitizer + UBSan;
-#  3. the `tsan` preset: the tests labelled `threads` under ThreadSanitizer.
+#  3. the `tsan` preset: the tests labelled `threads` under ThreadSanitizer;
+#  4. the Python package from a clean copy of the sources, as a user installs it: a fresh
+#     venv (--system-site-packages), pip install --no-build-isolation ./python offline, the
+#     examples and the pytest suite in it (the dev preset's ctest already ran the suite
+#     against the CMake-built module, label `python`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -25,4 +29,9 @@ for preset in dev asan tsan; do
     ctest --preset "$preset" -j "$jobs"
   fi
 done
+echo "=== python (fresh venv) ==="
+# Debian's interpreter, whose numpy and pybind11 setup.sh installed (a pyenv or conda python3
+# earlier on PATH has neither); FRUGAL_PYTHON overrides.
+FRUGAL_TEST_VENV=1 FRUGAL_BUILD_JOBS="$jobs" "${FRUGAL_PYTHON:-/usr/bin/python3}" -m pytest -q -p no:cacheprovider \
+  python/tests/test_install.py
 echo "all test presets passed"

@@ -1,0 +1,240 @@
+// frugal.attention: the tile plan and tiled attention over numpy float32 arrays, and batched
+// attention over a paged K/V cache in float32 or float16, computed in place by the reference
+// CPU backend (Eigen + xsimd), with the GIL released.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <frugal/attention/attention_plan.hpp>
+#include <frugal/attention/batch_attention.hpp>
+#include <frugal/attention/dtype.hpp>
+#include <frugal/attention/paged_kv.hpp>
+#include <frugal/attention/heads_view.hpp>
+#include <frugal/attention/masks.hpp>
+#include <frugal/attention/tiled_attention.hpp>
+#include <frugal/backend/eigen/attention_backend.hpp>
+
+#include "common.hpp"
+
+namespace frugal::python {
+namespace {
+
+using namespace frugal::attention;
+
+enum class layout : std::uint8_t { head_major, token_major };
+
+// A [heads, tokens, dim] (head_major) or [tokens, heads, dim] (token_major) float32 array
+// as a heads_view, in place: any strides with a contiguous last axis.
+template <bool Mutable>
+heads_view<std::conditional_t<Mutable, float, const float>> heads_of(const array_view<float, Mutable>& a, layout l) {
+    const std::size_t h = l == layout::head_major ? 0 : 1, t = 1 - h;
+    return {a.data(), a.shape(static_cast<py::ssize_t>(h)), a.shape(static_cast<py::ssize_t>(t)), a.shape(2),
+            a.stride(static_cast<py::ssize_t>(h)), a.stride(static_cast<py::ssize_t>(t))};
+}
+
+void reject_half(py::handle a, const char* name) {
+    if (py::isinstance<py::array>(a) && py::reinterpret_borrow<py::array>(a).dtype().kind() == 'f' &&
+        py::reinterpret_borrow<py::array>(a).dtype().itemsize() == 2)
+        throw py::type_error(std::string(name) +
+                             " is float16: frugal::attention::tiled::run computes in float32 on this build; "
+                             "pass a float32 array (numpy: a.astype(numpy.float32))");
+}
+
+// A C-contiguous numpy array of `T` (float32, or float16 read as frugal's float16 bits) with
+// `ndim` dimensions, used in place.
+template <class T>
+T* storage_of(py::handle obj, const char* name, py::ssize_t ndim) {
+    if (!py::isinstance<py::array>(obj)) throw py::type_error(std::string(name) + " must be a numpy array");
+    auto a = py::reinterpret_borrow<py::array>(obj);
+    const bool want_half = std::is_same_v<std::remove_const_t<T>, float16>;
+    const py::dtype want = want_half ? py::dtype("float16") : py::dtype::of<float>();
+    if (!a.dtype().equal(want))
+        throw py::type_error(std::string(name) + " must be " + (want_half ? "float16" : "float32") + " like q, got " +
+                             py::str(a.dtype()).cast<std::string>());
+    if (a.ndim() != ndim)
+        throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " +
+                              std::to_string(a.ndim()));
+    if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
+    if constexpr (!std::is_const_v<T>) {
+        if (!a.writeable()) throw py::value_error(std::string(name) + " is read-only");
+        return static_cast<T*>(a.mutable_data());
+    } else {
+        return static_cast<T*>(a.data());
+    }
+}
+
+// batch::run on numpy arrays of T: q and out [tokens, q_heads, d]; K and V pools
+// [pages, page_size, kv_heads, d] (nhd) or [pages, kv_heads, page_size, d] (hnd).
+template <class T>
+void run_paged(py::handle q, py::handle k_pages, py::handle v_pages, const array_view<std::int32_t>& indptr,
+               const array_view<std::int32_t>& indices, const array_view<std::int32_t>& last_page_len,
+               const std::vector<std::size_t>& qo_indptr, py::handle out, kv_layout kl, const attention_mask& mask,
+               float scale, std::size_t threads) {
+    const T* qd = storage_of<const T>(q, "q", 3);
+    T* od = storage_of<T>(out, "out", 3);
+    const T* kd = storage_of<const T>(k_pages, "k_pages", 4);
+    const T* vd = storage_of<const T>(v_pages, "v_pages", 4);
+    const auto qa = py::reinterpret_borrow<py::array>(q), ka = py::reinterpret_borrow<py::array>(k_pages);
+    const auto oa = py::reinterpret_borrow<py::array>(out), va = py::reinterpret_borrow<py::array>(v_pages);
+    const std::size_t tokens = qa.shape(0), q_heads = qa.shape(1), d = qa.shape(2), pages = ka.shape(0);
+    const std::size_t page_size = kl == kv_layout::nhd ? ka.shape(1) : ka.shape(2);
+    const std::size_t kv_heads = kl == kv_layout::nhd ? ka.shape(2) : ka.shape(1);
+    FRUGAL_CHECK(ka.shape(3) == static_cast<py::ssize_t>(d), "batch_run: k_pages head_dim ", ka.shape(3), " != q's ", d);
+    for (py::ssize_t i = 0; i < 4; ++i)
+        FRUGAL_CHECK(va.shape(i) == ka.shape(i), "batch_run: v_pages shape differs from k_pages' at axis ", i, ": ",
+                     va.shape(i), " != ", ka.shape(i));
+    for (py::ssize_t i = 0; i < 3; ++i)
+        FRUGAL_CHECK(oa.shape(i) == qa.shape(i), "batch_run: out shape differs from q's at axis ", i, ": ", oa.shape(i),
+                     " != ", qa.shape(i));
+    FRUGAL_CHECK(!qo_indptr.empty() && qo_indptr.back() == tokens, "batch_run: qo_indptr ends at ",
+                 qo_indptr.empty() ? 0 : qo_indptr.back(), " but q has ", tokens, " tokens");
+    const page_table table{indptr.span(), indices.span(), last_page_len.span(), page_size};
+    const auto kv = paged_kv<const T>::separate(kd, vd, pages, kv_heads, d, kl, table);
+    std::vector<std::size_t> kv_lens(table.batch());
+    for (std::size_t s = 0; s < kv_lens.size(); ++s) kv_lens[s] = table.kv_len(s);
+    const batch_shape shape{.q_heads = q_heads, .kv_heads = kv_heads, .head_dim = d, .qo_indptr = qo_indptr,
+                            .kv_lens = kv_lens};
+    const auto plan = batch::plan(shape, {.mask = mask, .scale = scale, .dtype = dtype_of<T>, .threads = threads});
+    const auto qv = heads_view<const T>::token_major(qd, tokens, q_heads, d);
+    const auto ov = heads_view<T>::token_major(od, tokens, q_heads, d);
+    py::gil_scoped_release release;
+    batch::run(plan, eigen::attention_backend{}, qv, kv, ov);
+}
+
+}  // namespace
+
+void bind_attention(py::module_ m) {
+    py::enum_<causal_alignment>(m, "CausalAlignment", "Where the causal diagonal of a q_len x kv_len score matrix sits.")
+        .value("top_left", causal_alignment::top_left, "Query i sees keys j <= i.")
+        .value("bottom_right", causal_alignment::bottom_right, "The last query sees the last key.")
+        .value("offset", causal_alignment::offset, "Query i sees keys j <= i + offset.");
+    py::enum_<softmax_base>(m, "SoftmaxBase", "Base of the log-sum-exp output.")
+        .value("e", softmax_base::e)
+        .value("two", softmax_base::two);
+    py::enum_<layout>(m, "Layout", "Axis order of a q/k/v/out array.")
+        .value("head_major", layout::head_major, "[heads, tokens, dim]")
+        .value("token_major", layout::token_major, "[tokens, heads, dim] (as a fused QKV projection writes it)");
+
+    py::class_<attention_mask>(m, "Mask", R"doc(
+An analytic attention mask (never stored as a tensor).
+
+    Mask.none(); Mask.causal(); Mask.sliding_window(4096)
+)doc")
+        .def_static("none", &attention_mask::none, "Every query sees every key.")
+        .def_static("causal", &attention_mask::causal, py::arg("alignment") = causal_alignment::bottom_right,
+                    py::arg("offset") = 0, "Causal mask with the given alignment.")
+        .def_static("sliding_window", &attention_mask::sliding_window, py::arg("window"),
+                    py::arg("alignment") = causal_alignment::bottom_right, py::arg("offset") = 0,
+                    "Causal mask limited to the `window` most recent keys.")
+        .def("visible", &attention_mask::visible, py::arg("i"), py::arg("j"), py::arg("q_len"), py::arg("kv_len"),
+             "Whether query i may attend to key j.")
+        .def_readonly("is_causal", &attention_mask::is_causal)
+        .def_readonly("alignment", &attention_mask::alignment)
+        .def_readonly("offset", &attention_mask::offset)
+        .def_readonly("window", &attention_mask::window);
+
+    const attention_options d;
+    py::class_<attention_plan>(m, "Plan", "A validated tile plan: tile sizes, workers and the exact workspace bytes.")
+        .def_property_readonly("q_heads", [](const attention_plan& p) { return p.shape().q_heads; })
+        .def_property_readonly("kv_heads", [](const attention_plan& p) { return p.shape().kv_heads; })
+        .def_property_readonly("q_len", [](const attention_plan& p) { return p.shape().q_len; })
+        .def_property_readonly("kv_len", [](const attention_plan& p) { return p.shape().kv_len; })
+        .def_property_readonly("head_dim", [](const attention_plan& p) { return p.shape().head_dim; })
+        .def_property_readonly("q_tile", &attention_plan::q_tile)
+        .def_property_readonly("kv_tile", &attention_plan::kv_tile)
+        .def_property_readonly("workers", &attention_plan::workers, "Work items processed at once.")
+        .def_property_readonly("workspace_bytes", &attention_plan::workspace_bytes, "Exact bytes of workspace run() uses.");
+
+    m.def("plan",
+          [](std::size_t q_heads, std::size_t kv_heads, std::size_t q_len, std::size_t kv_len, std::size_t head_dim,
+             const attention_mask& mask, float scale, softmax_base lse_base, std::size_t threads, std::size_t q_tile,
+             std::size_t kv_tile, std::size_t budget_bytes) {
+              return tiled::plan({q_heads, kv_heads, q_len, kv_len, head_dim},
+                                 {mask, scale, lse_base, threads, q_tile, kv_tile}, memory_budget(budget_bytes));
+          },
+          py::kw_only(), py::arg("q_heads"), py::arg("kv_heads"), py::arg("q_len"), py::arg("kv_len"), py::arg("head_dim"),
+          py::arg("mask") = d.mask, py::arg("scale") = d.scale, py::arg("lse_base") = d.lse_base,
+          py::arg("threads") = d.threads, py::arg("q_tile") = d.q_tile, py::arg("kv_tile") = d.kv_tile,
+          py::arg("budget_bytes") = std::size_t{16} << 20,
+          R"doc(Plans tiled attention so its workspace fits `budget_bytes`: tiles shrink, then workers, until it
+fits. scale 0 means 1/sqrt(head_dim); q_heads must be a multiple of kv_heads (GQA/MQA).
+
+    p = plan(q_heads=8, kv_heads=2, q_len=512, kv_len=512, head_dim=64, mask=Mask.causal(), threads=2))doc");
+
+    m.def("run",
+          [](const attention_plan& p, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
+             layout l) -> py::object {
+              for (auto [a, name] : {std::pair{q, "q"}, std::pair{k, "k"}, std::pair{v, "v"}}) reject_half(a, name);
+              const array_view<float> qa(q, "q", 3, true), ka(k, "k", 3, true), va(v, "v", 3, true);
+              if (out.is_none()) {
+                  const auto& sh = p.shape();
+                  out = l == layout::head_major ? py::array_t<float>({sh.q_heads, sh.q_len, sh.head_dim})
+                                                : py::array_t<float>({sh.q_len, sh.q_heads, sh.head_dim});
+              }
+              reject_half(out, "out");
+              const array_view<float, true> oa(out, "out", 3, true);
+              matrix_view<float> lse_view;
+              std::optional<array_view<float, true>> la;
+              if (!lse.is_none()) {
+                  la.emplace(lse, "lse", 2);
+                  lse_view = matrix_view<float>(la->data(), la->shape(0), la->shape(1), la->shape(1));
+              }
+              const auto qv = heads_of(qa, l), kv = heads_of(ka, l), vv = heads_of(va, l);
+              const auto ov = heads_of(oa, l);
+              {
+                  py::gil_scoped_release release;
+                  tiled::run(p, eigen::attention_backend{}, qv, kv, vv, ov, lse_view);
+              }
+              return out;
+          },
+          py::arg("plan"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
+          py::arg("lse") = py::none(), py::arg("layout") = layout::head_major,
+          R"doc(out = softmax(scale Q K^T + mask) V per head, computed tile by tile in place on float32 arrays
+(3-D, last axis contiguous, any other strides; no copies). `out` is allocated when not given;
+`lse` (q_heads x q_len float32) receives the log-sum-exp. Deterministic for any thread count.
+
+    out = run(p, q, k, v)              # q: [8, 512, 64], k and v: [2, 512, 64] float32)doc");
+
+    py::enum_<kv_layout>(m, "KVLayout", "Axis order of a page of a paged K/V pool.")
+        .value("nhd", kv_layout::nhd, "[page_size, kv_heads, head_dim] (vLLM, FlashInfer's default)")
+        .value("hnd", kv_layout::hnd, "[kv_heads, page_size, head_dim]");
+    m.def("batch_run",
+          [](py::handle q, py::handle k_pages, py::handle v_pages, py::handle kv_indptr, py::handle kv_indices,
+             py::handle kv_last_page_len, py::handle qo_indptr, py::object out, kv_layout kl, const attention_mask& mask,
+             float scale, std::size_t threads) -> py::object {
+              const array_view<std::int32_t> indptr(kv_indptr, "kv_indptr"), indices(kv_indices, "kv_indices"),
+                  last(kv_last_page_len, "kv_last_page_len");
+              const array_view<std::int64_t> qo(qo_indptr, "qo_indptr");
+              std::vector<std::size_t> qo_sizes(qo.size());
+              for (std::size_t i = 0; i < qo_sizes.size(); ++i) {
+                  FRUGAL_CHECK(qo.data()[i] >= 0, "batch_run: qo_indptr[", i, "] = ", qo.data()[i], " is negative");
+                  qo_sizes[i] = static_cast<std::size_t>(qo.data()[i]);
+              }
+              if (!py::isinstance<py::array>(q)) throw py::type_error("q must be a numpy array");
+              const auto qa = py::reinterpret_borrow<py::array>(q);
+              if (out.is_none()) out = py::array(qa.dtype(), std::vector<py::ssize_t>(qa.shape(), qa.shape() + qa.ndim()));
+              if (qa.dtype().equal(py::dtype("float16"))) {
+                  run_paged<float16>(q, k_pages, v_pages, indptr, indices, last, qo_sizes, out, kl, mask, scale, threads);
+              } else {
+                  run_paged<float>(q, k_pages, v_pages, indptr, indices, last, qo_sizes, out, kl, mask, scale, threads);
+              }
+              return out;
+          },
+          py::arg("q"), py::arg("k_pages"), py::arg("v_pages"), py::arg("kv_indptr"), py::arg("kv_indices"),
+          py::arg("kv_last_page_len"), py::arg("qo_indptr"), py::kw_only(), py::arg("out") = py::none(),
+          py::arg("kv_layout") = kv_layout::nhd, py::arg("mask") = attention_mask::causal(), py::arg("scale") = 0.0f,
+          py::arg("threads") = 1,
+          R"doc(Attention for a batch of sequences over a paged K/V cache (prefills, decodes or both), in float32
+or float16 (q, the pools and out share the dtype; float16 is computed in float32 and rounded
+once). q and out are ragged [tokens, q_heads, head_dim]: sequence s owns rows
+qo_indptr[s]..qo_indptr[s + 1] (int64). The page table is FlashInfer's: sequence s owns pages
+kv_indices[kv_indptr[s]..kv_indptr[s + 1]] (int32) and uses kv_last_page_len[s] tokens of its
+last one; its last q_len keys are its new tokens under the bottom-right causal mask.
+
+    # two decodes: 3 and 1 pages of 16 tokens, 32 query heads over 8 KV heads, d = 128
+    out = batch_run(q, k_pool, v_pool, np.array([0, 3, 4], np.int32), np.array([5, 0, 7, 2], np.int32),
+                    np.array([16, 9], np.int32), np.array([0, 1, 2]))   # q: [2, 32, 128] float16)doc");
+}
+
+}  // namespace frugal::python

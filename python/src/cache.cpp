@@ -1,0 +1,594 @@
+// frugal.cache: the eviction policies over int or bytes keys and Python values (one
+// template, one line per policy), the prefix tree of chunk sequences and the semantic cache
+// over numpy embeddings.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <frugal/cache/basic_cache.hpp>
+#include <frugal/cache/arc_policy.hpp>
+#include <frugal/cache/gdsf_policy.hpp>
+#include <frugal/cache/lfu_policy.hpp>
+#include <frugal/cache/lirs_policy.hpp>
+#include <frugal/cache/lru_policy.hpp>
+#include <frugal/cache/s3fifo_policy.hpp>
+#include <frugal/cache/sieve_policy.hpp>
+#include <frugal/cache/two_queue_policy.hpp>
+#include <frugal/cache/prefix_tree.hpp>
+#include <frugal/cache/semantic_cache.hpp>
+#include <frugal/cache/wtinylfu_policy.hpp>
+
+#include "common.hpp"
+
+namespace frugal::python {
+namespace {
+
+using cache::eviction_reason;
+
+// ---- key/value caches ---------------------------------------------------------------
+
+/// A cache key from Python: an int (int64 range) or bytes.
+using py_key = std::variant<std::int64_t, std::string>;
+
+py_key to_key(py::handle h) {
+    if (PyLong_Check(h.ptr())) {
+        int overflow = 0;
+        const long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+        if (overflow != 0) throw py::value_error("cache keys that are ints must fit in int64");
+        return static_cast<std::int64_t>(v);
+    }
+    if (PyBytes_Check(h.ptr())) return std::string(PyBytes_AS_STRING(h.ptr()), static_cast<std::size_t>(PyBytes_GET_SIZE(h.ptr())));
+    throw py::type_error("cache keys must be int or bytes, got " + py::str(py::type::handle_of(h).attr("__name__")).cast<std::string>());
+}
+
+py::object from_key(const py_key& k) {
+    if (const auto* i = std::get_if<std::int64_t>(&k)) return py::int_(*i);
+    const auto& s = std::get<std::string>(k);
+    return py::bytes(s.data(), s.size());
+}
+
+/// A Python value and its weight (entries, bytes: whatever the capacity counts).
+struct py_value {
+    py::object object;
+    std::size_t weight;
+};
+
+struct value_weigher {
+    std::size_t operator()(const py_key&, const py_value& v) const noexcept { return v.weight; }
+};
+
+struct evicted_entry {
+    py_key key;
+    py::object value;
+    eviction_reason reason;
+};
+
+/// basic_cache over py_key -> py_value with an optional Python eviction callback. Calls hold
+/// the GIL (the values are Python objects), which also serializes them. A value that leaves
+/// the cache is moved out and released only after the C++ call returns: releasing it may
+/// run Python code (its __del__, the callback) that uses this cache again.
+template <class Policy>
+class py_cache {
+public:
+    template <class... PolicyArgs>
+    explicit py_cache(std::size_t capacity, PolicyArgs... args) : core_(capacity, {}, {}, {}, args...) {
+        core_.set_eviction_callback([this](const py_key& k, py_value& v, eviction_reason why) {
+            // The values still held at destruction are released with the cache; no Python
+            // callback runs from a deallocation.
+            if (why != eviction_reason::destroyed) on_evict_.push({k, std::move(v.object), why});
+        });
+    }
+
+    py::object get(py::handle key, py::object fallback) {
+        const py_value* v = core_.get(to_key(key));
+        return v != nullptr ? v->object : fallback;
+    }
+    py::object getitem(py::handle key) {
+        const py_value* v = core_.get(to_key(key));
+        if (v == nullptr) throw py::key_error(py::repr(key).cast<std::string>());
+        return v->object;
+    }
+    py::object peek(py::handle key, py::object fallback) {
+        const py_value* v = core_.peek(to_key(key));
+        return v != nullptr ? v->object : fallback;
+    }
+    bool contains(py::handle key) { return core_.contains(to_key(key)); }
+    cache::put_result put(py::handle key, py::object value, std::size_t weight, double cost) {
+        const auto r = core_.put(to_key(key), py_value{std::move(value), weight}, cost);
+        deliver();
+        return r;
+    }
+    bool erase(py::handle key) {
+        const bool found = core_.erase(to_key(key));
+        deliver();
+        return found;
+    }
+    void delitem(py::handle key) {
+        if (!erase(key)) throw py::key_error(py::repr(key).cast<std::string>());
+    }
+    void clear() {
+        core_.clear();
+        deliver();
+    }
+    py::object pin(py::handle key) {
+        const py_value* v = core_.pin(to_key(key));
+        if (v == nullptr) throw py::key_error(py::repr(key).cast<std::string>());
+        return v->object;
+    }
+    void unpin(py::handle key) {
+        core_.unpin(to_key(key));
+        deliver();
+    }
+    std::uint32_t pins(py::handle key) const { return core_.pins(to_key(key)); }
+    void set_capacity(std::size_t capacity) {
+        core_.set_capacity(capacity);
+        deliver();
+    }
+    py::list keys() const {
+        py::list out;
+        core_.for_each([&](const py_key& k, const py_value&) { out.append(from_key(k)); });
+        return out;
+    }
+    py::list items() const {
+        py::list out;
+        core_.for_each([&](const py_key& k, const py_value& v) { out.append(py::make_tuple(from_key(k), v.object)); });
+        return out;
+    }
+    void set_on_evict(py::object cb) { on_evict_.set(std::move(cb)); }
+    [[nodiscard]] const py::object& on_evict() const noexcept { return on_evict_.callable(); }
+    [[nodiscard]] const auto& core() const noexcept { return core_; }
+
+    // Cyclic GC (collected_by_gc): the values and the callback.
+    int traverse(visitproc visit, void* arg) const {
+        int r = on_evict_.traverse(visit, arg);
+        core_.for_each([&](const py_key&, const py_value& v) {
+            if (r == 0 && v.object) r = visit(v.object.ptr(), arg);
+        });
+        return r;
+    }
+    void clear_references() {
+        set_on_evict(py::none());
+        // Every value, pinned ones included, is moved out in place, then released once the
+        // walk is over (a __del__ may use the cache).
+        std::vector<py::object> dropped;
+        core_.for_each([&](const py_key&, const py_value& v) { dropped.push_back(std::move(const_cast<py_value&>(v).object)); });
+    }
+    void reset_stats() noexcept { core_.reset_stats(); }
+
+private:
+    void deliver() {
+        on_evict_.deliver([](const py::object& cb, evicted_entry& e) { cb(from_key(e.key), e.value, e.reason); });
+    }
+
+    deferred_callback<evicted_entry> on_evict_;  // before core_: it outlives the core's callback calls
+    cache::basic_cache<py_key, py_value, Policy, value_weigher> core_;
+};
+
+/// PutResult's three Python objects, made once (put() returns one per call).
+std::array<PyObject*, 3> put_result_objects{};
+
+/// The calls whose cost is the call itself, through vectorcall (see fast_method): get,
+/// peek, put, and the mapping protocol. Positional arguments, as dict's; put's weight and
+/// cost are keywords.
+template <class Policy>
+struct fast_cache_methods {
+    using T = py_cache<Policy>;
+    static py::object borrow(PyObject* o) { return py::reinterpret_borrow<py::object>(o); }
+
+    static py::object get(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("get", n, kw, 1, 2);
+        return c.get(a[0], n > 1 ? borrow(a[1]) : py::none());
+    }
+    static py::object peek(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("peek", n, kw, 1, 2);
+        return c.peek(a[0], n > 1 ? borrow(a[1]) : py::none());
+    }
+    static py::object getitem(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("__getitem__", n, kw, 1, 1);
+        return c.getitem(a[0]);
+    }
+    static py::object contains(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("__contains__", n, kw, 1, 1);
+        return py::bool_(c.contains(a[0]));
+    }
+    static py::object setitem(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("__setitem__", n, kw, 2, 2);
+        c.put(a[0], borrow(a[1]), 1, 1.0);
+        return py::none();
+    }
+    static py::object put(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
+        check_arity("put", n, kw, 2, 2, true);
+        std::size_t weight = 1;
+        double cost = 1.0;
+        for (Py_ssize_t i = 0; kw != nullptr && i < PyTuple_GET_SIZE(kw); ++i) {
+            PyObject* name = PyTuple_GET_ITEM(kw, i);
+            PyObject* value = a[n + i];
+            if (PyUnicode_CompareWithASCIIString(name, "weight") == 0) {
+                weight = PyLong_AsSize_t(value);
+                if (weight == static_cast<std::size_t>(-1) && PyErr_Occurred()) throw py::error_already_set();
+            } else if (PyUnicode_CompareWithASCIIString(name, "cost") == 0) {
+                cost = PyFloat_AsDouble(value);
+                if (cost == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+            } else {
+                throw py::type_error("put() got an unexpected keyword argument '" + py::str(name).cast<std::string>() + "'");
+            }
+        }
+        const auto r = c.put(a[0], borrow(a[1]), weight, cost);
+        return borrow(put_result_objects[static_cast<std::size_t>(r)]);
+    }
+
+    static inline PyMethodDef defs[] = {
+        fast_method_def<T, &get>("get", "get(key, default=None, /)\n--\n\nThe value of `key` (a hit: the policy "
+                                        "records the access), or `default`."),
+        fast_method_def<T, &peek>("peek", "peek(key, default=None, /)\n--\n\nThe value of `key` without counting an "
+                                          "access, or `default`."),
+        fast_method_def<T, &put>("put", "put(key, value, /, *, weight=1, cost=1.0)\n--\n\nInserts or replaces `key`; "
+                                        "`weight` counts against the capacity (1: entries; bytes for a byte budget), "
+                                        "`cost` is the miss cost (GDSF). Returns PutResult."),
+        fast_method_def<T, &getitem>("__getitem__", "The value of `key`; KeyError on a miss."),
+        fast_method_def<T, &setitem>("__setitem__", "put(key, value) with weight 1."),
+        fast_method_def<T, &contains>("__contains__", "Whether `key` is cached (no access counted)."),
+    };
+};
+
+/// Binds `py_cache<Policy>` as `name`. `Extra` are the policy's own constructor arguments
+/// (keywords `extra_args`, each defaulting to None: the C++ default).
+template <class Policy, class... Extra, class... ExtraArgs>
+void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs... extra_args) {
+    using T = py_cache<Policy>;
+    py::class_<T> cls(m, name, doc, collected_by_gc<T>());
+    cls.def(py::init([](std::size_t capacity, py::object on_evict, std::optional<Extra>... extra) {
+                 std::unique_ptr<T> c;
+                 if ((extra.has_value() && ...)) c = std::make_unique<T>(capacity, *extra...);
+                 else c = std::make_unique<T>(capacity);
+                 c->set_on_evict(std::move(on_evict));
+                 return c;
+             }),
+             py::arg("capacity"), py::kw_only(), py::arg("on_evict") = py::none(), extra_args...)
+        .def("erase", &T::erase, py::arg("key"), "Removes `key`; False when absent. A pinned key raises.")
+        .def("__delitem__", &T::delitem, py::arg("key"))
+        .def("clear", &T::clear, "Removes every unpinned entry.")
+        .def("pin", &T::pin, py::arg("key"),
+             "Pins `key` (reference counted; never evicted until as many unpin calls) and returns its value; "
+             "KeyError when absent.")
+        .def("unpin", &T::unpin, py::arg("key"), "Releases one pin of `key`.")
+        .def("pins", &T::pins, py::arg("key"), "Pin count of `key` (0 when absent).")
+        .def("keys", &T::keys, "The keys (a snapshot list, in no particular order).")
+        .def("items", &T::items, "The (key, value) pairs (a snapshot list, in no particular order).")
+        .def("__iter__", [](const T& c) { return py::iter(c.keys()); })
+        .def("__len__", [](const T& c) { return c.core().size(); })
+        .def_property("capacity", [](const T& c) { return c.core().capacity(); }, &T::set_capacity,
+                      "Capacity in weight units; setting it evicts down to it.")
+        .def_property_readonly("weight", [](const T& c) { return c.core().weight(); }, "Total weight held.")
+        .def_property_readonly("stats", [](const T& c) { return c.core().stats(); })
+        .def("reset_stats", &T::reset_stats)
+        .def_property("on_evict", &T::on_evict, &T::set_on_evict,
+                      "Called as on_evict(key, value, reason) after each call for every entry that left or was "
+                      "refused; None: off.");
+    for (PyMethodDef& def : fast_cache_methods<Policy>::defs) add_fast_method(cls, def);
+}
+
+void bind_policies(py::module_& m) {
+    py::enum_<eviction_reason>(m, "EvictionReason", "Why an entry left the cache (or never entered it).")
+        .value("capacity", eviction_reason::capacity)
+        .value("rejected", eviction_reason::rejected)
+        .value("replaced", eviction_reason::replaced)
+        .value("erased", eviction_reason::erased)
+        .value("cleared", eviction_reason::cleared)
+        .value("expired", eviction_reason::expired);
+    py::enum_<cache::put_result>(m, "PutResult", "Result of put().")
+        .value("inserted", cache::put_result::inserted)
+        .value("replaced", cache::put_result::replaced)
+        .value("rejected", cache::put_result::rejected);
+    for (auto r : {cache::put_result::inserted, cache::put_result::replaced, cache::put_result::rejected})
+        put_result_objects[static_cast<std::size_t>(r)] = py::cast(r).release().ptr();  // kept for the process
+    py::class_<cache::cache_stats>(m, "CacheStats", "Counters since construction or reset_stats().")
+        .def_readonly("hits", &cache::cache_stats::hits)
+        .def_readonly("misses", &cache::cache_stats::misses)
+        .def_readonly("bytes_hit", &cache::cache_stats::bytes_hit)
+        .def_readonly("insertions", &cache::cache_stats::insertions)
+        .def_property_readonly("hit_ratio", &cache::cache_stats::hit_ratio)
+        .def("evicted", &cache::cache_stats::evicted, py::arg("reason"), "Entries that left for `reason`.");
+
+    const char* shared = R"doc(
+
+Keys are int (int64) or bytes, values any Python object (released when evicted). The
+capacity counts weight units: entries by default, bytes when each put() gives weight=bytes.
+Pinned entries are never evicted; a new entry that cannot fit beside them is refused.
+
+    c = {name}(1000, on_evict=lambda key, value, reason: print(key, reason))
+    c.put(b"prompt-hash", kv_block, weight=4096)
+    if (v := c.get(b"prompt-hash")) is not None: use(v)
+)doc";
+    // pybind11 copies class docstrings, so a temporary serves.
+    auto doc = [&](const char* head, const char* name) {
+        std::string d = std::string(head) + shared;
+        d.replace(d.find("{name}"), 6, name);
+        return d;
+    };
+    bind_policy<cache::lru_policy>(m, "LRUCache", doc("Least recently used eviction.", "LRUCache").c_str());
+    bind_policy<cache::lfu_policy>(m, "LFUCache", doc("Least frequently used eviction (O(1) LFU, oldest among equals).", "LFUCache").c_str());
+    bind_policy<cache::lfuda_policy>(m, "LFUDACache", doc("LFU with dynamic aging (LFUDA).", "LFUDACache").c_str());
+    bind_policy<cache::gdsf_policy>(m, "GDSFCache",
+                                    doc("GreedyDual-Size-Frequency: evicts low frequency x cost / weight first.", "GDSFCache").c_str());
+    bind_policy<cache::wtinylfu_policy<>, double>(
+        m, "WTinyLFUCache",
+        doc("W-TinyLFU: an LRU window, then a segmented LRU main region behind a count-min-sketch admission "
+            "filter (window_fraction of the capacity is the window; None: the C++ default).", "WTinyLFUCache").c_str(),
+        py::arg("window_fraction") = py::none());
+    bind_policy<cache::s3fifo_policy>(
+        m, "S3FIFOCache",
+        doc("S3-FIFO (SOSP 2023): a small FIFO that filters one-hit wonders, a main FIFO with reinsertion, "
+            "and a ghost queue of recently evicted keys.", "S3FIFOCache").c_str());
+    bind_policy<cache::sieve_policy>(
+        m, "SIEVECache",
+        doc("SIEVE (NSDI 2024): one FIFO queue, a hit sets a visited bit, a hand evicts the first unvisited entry.",
+            "SIEVECache").c_str());
+    bind_policy<cache::arc_policy>(
+        m, "ARCCache", doc("ARC (FAST 2003): recency and frequency lists with ghosts and an adaptive target.", "ARCCache").c_str());
+    bind_policy<cache::lirs_policy>(
+        m, "LIRSCache", doc("LIRS (SIGMETRICS 2002): evicts by inter-reference recency; resists scans.", "LIRSCache").c_str());
+    bind_policy<cache::two_queue_policy>(
+        m, "TwoQueueCache", doc("2Q (VLDB 1994): a FIFO for first references, an LRU for re-references, a ghost FIFO.",
+                                "TwoQueueCache").c_str());
+}
+
+// ---- prefix tree ----------------------------------------------------------------------
+
+using chunk_id = std::int64_t;
+using handle_type = std::int64_t;
+
+struct evicted_chunk {
+    chunk_id id;
+    handle_type handle;
+    std::size_t bytes;
+};
+
+template <class Policy>
+struct py_prefix_tree {
+    using tree_type = cache::prefix_tree<chunk_id, handle_type, Policy>;
+    explicit py_prefix_tree(std::size_t budget) : tree(memory_budget(budget)) {
+        tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes, cache::eviction_reason why) {
+            if (why != cache::eviction_reason::destroyed) on_evict.push({id, h, bytes});  // no callback from a deallocation
+        });
+    }
+    void set_on_evict(py::object cb) { on_evict.set(std::move(cb)); }
+    void deliver() {
+        on_evict.deliver([](const py::object& cb, const evicted_chunk& e) { cb(e.id, e.handle, e.bytes); });
+    }
+    int traverse(visitproc visit, void* arg) const { return on_evict.traverse(visit, arg); }
+    void clear_references() { set_on_evict(py::none()); }
+    deferred_callback<evicted_chunk> on_evict;  // before tree: it outlives the tree's callback calls
+    tree_type tree;
+    busy_flag busy;
+};
+
+template <class Policy>
+void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
+    using T = py_prefix_tree<Policy>;
+    using match = typename T::tree_type::prefix_match;
+    const std::string match_name = std::string(name) + "Match";
+    py::class_<match>(m, match_name.c_str(),
+                      "A pinned longest cached prefix; a context manager that releases its pins on exit.")
+        .def("__len__", &match::length)
+        .def_property_readonly("handles",
+                               [](const match& mt) {
+                                   std::vector<handle_type> h(mt.length());
+                                   for (std::size_t i = 0; i < h.size(); ++i) h[i] = mt.handle(i);
+                                   return adopt(std::move(h));
+                               },
+                               "Handles of the cached chunks (int64 array).")
+        .def("handle", &match::handle, py::arg("i"))
+        .def("release", &match::release, "Drops the pins; the chunks become evictable again.")
+        .def("__enter__", [](match& mt) -> match& { return mt; }, py::return_value_policy::reference_internal)
+        .def("__exit__", [](match& mt, py::args) { mt.release(); });
+
+    py::class_<T>(m, name, doc, collected_by_gc<T>())
+        .def(py::init([](std::size_t budget_bytes, py::object on_evict) {
+                 auto t = std::make_unique<T>(budget_bytes);
+                 t->set_on_evict(std::move(on_evict));
+                 return t;
+             }),
+             py::arg("budget_bytes"), py::kw_only(), py::arg("on_evict") = py::none())
+        .def("match",
+             [](T& t, py::handle chunks) {
+                 const array_view<chunk_id> c(chunks, "chunks");
+                 return without_gil(t.busy, "PrefixTree.match", [&] { return t.tree.match(c.span()); });
+             },
+             py::arg("chunks"), py::keep_alive<0, 1>(),
+             "The longest cached prefix of `chunks`, pinned until released (use it in a with block).")
+        .def("cached_length",
+             [](T& t, py::handle chunks) {
+                 const array_view<chunk_id> c(chunks, "chunks");
+                 return without_gil(t.busy, "PrefixTree.cached_length", [&] { return t.tree.cached_length(c.span()); });
+             },
+             py::arg("chunks"), "Length of the longest cached prefix, without pinning or counting an access.")
+        .def("insert",
+             [](T& t, py::handle chunks, py::handle handles, py::handle bytes, py::object costs) {
+                 const array_view<chunk_id> c(chunks, "chunks");
+                 const array_view<handle_type> h(handles, "handles");
+                 const array_view<std::uint64_t> b(bytes, "bytes");
+                 std::optional<array_view<double>> k;
+                 if (!costs.is_none()) k.emplace(costs, "costs");
+                 FRUGAL_CHECK(h.size() == c.size() && b.size() == c.size() && (!k || k->size() == c.size()),
+                              "PrefixTree.insert: ", c.size(), " chunks, ", h.size(), " handles, ", b.size(),
+                              " byte sizes", k ? " and " + std::to_string(k->size()) + " costs" : std::string(),
+                              " (must be equal)");
+                 std::vector<cache::chunk_value<handle_type>> values(c.size());
+                 for (std::size_t i = 0; i < values.size(); ++i)
+                     values[i] = {h.data()[i], static_cast<std::size_t>(b.data()[i]), k ? k->data()[i] : 1.0};
+                 const auto r = without_gil(t.busy, "PrefixTree.insert", [&] {
+                     return t.tree.insert(c.span(), std::span<const cache::chunk_value<handle_type>>(values));
+                 });
+                 t.deliver();
+                 return py::make_tuple(r.existing, r.cached);
+             },
+             py::arg("chunks"), py::arg("handles"), py::arg("bytes"), py::arg("costs") = py::none(),
+             "Adds `chunks` with a handle, a byte size (uint64) and optionally a recompute cost (float64) per "
+             "chunk. Returns (existing, cached): [0, existing) were cached already, [existing, cached) were "
+             "added, the rest did not fit beside the pinned chunks.")
+        .def("evict_one",
+             [](T& t) {
+                 const bool r = without_gil(t.busy, "PrefixTree.evict_one", [&] { return t.tree.evict_one(); });
+                 t.deliver();
+                 return r;
+             },
+             "Evicts the policy's first unpinned leaf; False when every leaf is pinned (or none).")
+        .def_property("budget", [](const T& t) { return t.tree.budget(); },
+                      [](T& t, std::size_t bytes) {
+                          without_gil(t.busy, "PrefixTree.budget", [&] { t.tree.set_budget(memory_budget(bytes)); });
+                          t.deliver();
+                      },
+                      "The byte budget; setting it evicts down to it.")
+        .def_property_readonly("bytes", [](const T& t) { return t.tree.bytes(); })
+        .def_property_readonly("evictions", [](const T& t) { return t.tree.evictions(); })
+        .def("__len__", [](const T& t) { return t.tree.size(); })
+        .def("save",
+             [](T& t, const std::filesystem::path& p) { without_gil(t.busy, "PrefixTree.save", [&] { t.tree.save(p); }); },
+             py::arg("path"), "Writes the index crash-safely (temporary file, fsync, rename).")
+        .def("load",
+             [](T& t, const std::filesystem::path& p) { without_gil(t.busy, "PrefixTree.load", [&] { t.tree.load(p); }); },
+             py::arg("path"), "Replaces the contents with a saved index (validated; nothing may be pinned).")
+        .def_property("on_evict", [](const T& t) { return t.on_evict.callable(); }, &T::set_on_evict,
+                      "Called as on_evict(chunk_id, handle, bytes) for each evicted chunk; None: off.");
+}
+
+// ---- semantic cache -------------------------------------------------------------------
+
+using semantic = cache::semantic_cache<std::string, std::uint32_t>;
+
+struct py_semantic {
+    py_semantic(std::optional<std::size_t> capacity, std::optional<std::size_t> budget, std::size_t dim, double tau)
+        : bank(make(capacity, budget, dim, tau)) {}
+    static semantic make(std::optional<std::size_t> capacity, std::optional<std::size_t> budget, std::size_t dim, double tau) {
+        FRUGAL_CHECK(capacity.has_value() != budget.has_value(),
+                     "SemanticCache: give exactly one of capacity (entries) and budget_bytes");
+        if (capacity) return semantic(*capacity, dim, tau);
+        return semantic(memory_budget(*budget), dim, tau);
+    }
+    semantic bank;
+    busy_flag busy;
+};
+
+py::dict entry_dict(std::uint64_t id, const semantic::entry_type& e) {
+    py::dict d;
+    d["id"] = id;
+    d["query"] = e.query;
+    d["answer"] = e.answer ? py::object(py::str(*e.answer)) : py::object(py::none());
+    d["chunks"] = copy_out(std::span<const std::uint32_t>(e.chunks));
+    d["refresh_floor"] = e.refresh_floor;
+    return d;
+}
+
+void bind_semantic(py::module_& m) {
+    py::class_<py_semantic>(m, "SemanticCache", R"doc(
+PerCache's QA bank: a lookup returns the stored query with the same text, else the most
+similar one when its cosine similarity is at least tau. Capacity in entries (capacity=) or
+bytes (budget_bytes=: embeddings, queries, answers, chunk ids); LRU eviction.
+
+    bank = SemanticCache(dim=384, tau=0.9, budget_bytes=64 << 20)
+    hit = bank.lookup(text, embedding)          # embedding: float32 array of dim values
+    if hit is None or hit["answer"] is None:
+        entry_id = bank.insert(text, embedding)  # answered later: bank.set_answer(entry_id, reply)
+)doc")
+        .def(py::init<std::optional<std::size_t>, std::optional<std::size_t>, std::size_t, double>(), py::kw_only(),
+             py::arg("capacity") = py::none(), py::arg("budget_bytes") = py::none(), py::arg("dim"), py::arg("tau"))
+        .def("lookup",
+             [](py_semantic& s, const std::string& query, py::handle embedding) -> py::object {
+                 const array_view<float> e(embedding, "embedding");
+                 busy_flag::guard g(s.busy, "SemanticCache.lookup");
+                 const auto hit = [&] {
+                     py::gil_scoped_release release;
+                     return s.bank.lookup(query, e.span());
+                 }();
+                 if (!hit) return py::none();
+                 py::dict d = entry_dict(hit->id, *hit->entry);
+                 d["similarity"] = hit->similarity;
+                 d["exact"] = hit->exact;
+                 return d;
+             },
+             py::arg("query"), py::arg("embedding"),
+             "The hit as a dict (id, query, answer, chunks, refresh_floor, similarity, exact), or None.")
+        .def("insert",
+             [](py_semantic& s, std::string query, py::handle embedding, std::optional<std::string> answer,
+                py::object chunks, float refresh_floor) -> std::optional<std::uint64_t> {
+                 const array_view<float> e(embedding, "embedding");
+                 std::vector<std::uint32_t> ids;
+                 if (!chunks.is_none()) {
+                     const array_view<std::uint32_t> c(chunks, "chunks");
+                     ids.assign(c.data(), c.data() + c.size());
+                 }
+                 return without_gil(s.busy, "SemanticCache.insert", [&] {
+                     return s.bank.insert(std::move(query), e.span(), std::move(answer), std::move(ids), refresh_floor);
+                 });
+             },
+             py::arg("query"), py::arg("embedding"), py::arg("answer") = py::none(), py::kw_only(),
+             py::arg("chunks") = py::none(), py::arg("refresh_floor") = std::numeric_limits<float>::infinity(),
+             "Adds a query (or replaces the entry with the same text); returns its id, or None when refused.")
+        .def("set_answer",
+             [](py_semantic& s, std::uint64_t id, std::string answer) {
+                 busy_flag::guard g(s.busy, "SemanticCache.set_answer");
+                 return s.bank.set_answer(id, std::move(answer));
+             },
+             py::arg("id"), py::arg("answer"), "Records the answer of entry `id`; False when it was evicted or no longer fits.")
+        .def("find",
+             [](py_semantic& s, std::uint64_t id) -> py::object {
+                 busy_flag::guard g(s.busy, "SemanticCache.find");
+                 const auto* e = s.bank.find(id);
+                 return e == nullptr ? py::object(py::none()) : py::object(entry_dict(id, *e));
+             },
+             py::arg("id"), "Entry `id` as a dict without counting an access, or None.")
+        .def("erase",
+             [](py_semantic& s, std::uint64_t id) {
+                 busy_flag::guard g(s.busy, "SemanticCache.erase");
+                 return s.bank.erase(id);
+             },
+             py::arg("id"))
+        .def("__contains__",
+             [](py_semantic& s, std::uint64_t id) {
+                 busy_flag::guard g(s.busy, "SemanticCache.__contains__");
+                 return s.bank.find(id) != nullptr;
+             },
+             py::arg("id"))
+        .def("__len__", [](const py_semantic& s) { return s.bank.size(); })
+        .def_property("tau", [](const py_semantic& s) { return s.bank.tau(); },
+                      [](py_semantic& s, double tau) { s.bank.set_tau(tau); }, "The similarity threshold in [-1, 1].")
+        .def_property_readonly("dim", [](const py_semantic& s) { return s.bank.dim(); })
+        .def_property_readonly("weight", [](const py_semantic& s) { return s.bank.weight(); })
+        .def_property_readonly("capacity", [](const py_semantic& s) { return s.bank.capacity(); })
+        .def_property_readonly("misses", [](const py_semantic& s) { return s.bank.misses(); })
+        .def_property_readonly("stats", [](const py_semantic& s) { return s.bank.stats(); });
+}
+
+}  // namespace
+
+void bind_cache(py::module_ m) {
+    bind_policies(m);
+    const char* tree_doc = R"doc(
+PerCache's knowledge bank: a tree of chunk-id sequences whose nodes hold the caller's int64
+handles to per-chunk tensors, under a byte budget with leaf-only eviction.
+
+    tree = {name}(budget_bytes=512 << 20)
+    with tree.match(chunks) as m:               # m pins the cached prefix
+        reuse(m.handles); handles, sizes = prefill(chunks[len(m):])
+        tree.insert(chunks, all_handles, all_sizes)
+)doc";
+    auto doc = [&](const char* head, const char* name) {
+        std::string d = std::string(head) + tree_doc;
+        d.replace(d.find("{name}"), 6, name);
+        return d;
+    };
+    bind_prefix_tree<cache::lfu_policy>(m, "PrefixTree", doc("Evicts the least frequently used leaf (PerCache 4.1.3).", "PrefixTree").c_str());
+    bind_prefix_tree<cache::lru_policy>(m, "LRUPrefixTree", doc("Evicts the least recently used leaf.", "LRUPrefixTree").c_str());
+    bind_prefix_tree<cache::gdsf_policy>(m, "GDSFPrefixTree",
+                                       doc("PGDSF (RAGCache): evicts low frequency x cost / bytes first.", "GDSFPrefixTree").c_str());
+    bind_semantic(m);
+}
+
+}  // namespace frugal::python

@@ -1,0 +1,300 @@
+#pragma once
+// Shared by every binding file of the `frugal` Python package: numpy views without copies,
+// numpy arrays that adopt a std::vector, the busy guard of objects used with the GIL
+// released, and deferred Python callbacks.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <frugal/core/error.hpp>
+
+namespace frugal::python {
+
+namespace py = pybind11;
+
+/// The numpy name of T ("int32", "float32", ...), for error messages.
+template <class T>
+[[nodiscard]] std::string dtype_name() {
+    return py::str(py::dtype::of<T>()).cast<std::string>();
+}
+
+/// A read-only (or, with Mutable, writable) view of a numpy array of T. An ndarray is used
+/// in place and must have exactly dtype T, `ndim` dimensions and C-contiguous rows (the last
+/// axis contiguous; with `any_strides` the outer axes may have any stride); anything else
+/// raises TypeError / ValueError naming `name`. A list or tuple is converted once (a new
+/// array) when its values are of T's kind (integers for an integer T, numbers for a float T)
+/// and fit T. The view keeps the array alive.
+template <class T, bool Mutable = false>
+class array_view {
+public:
+    using element = std::conditional_t<Mutable, T, const T>;
+
+    array_view(py::handle obj, const char* name, py::ssize_t ndim = 1, bool any_strides = false) {
+        if (py::isinstance<py::array>(obj)) {
+            array_ = py::reinterpret_borrow<py::array>(obj);
+        } else {
+            if constexpr (Mutable) throw py::type_error(std::string(name) + " must be a writable numpy array of " + dtype_name<T>());
+            array_ = convert(obj, name);
+        }
+        if (!array_.dtype().equal(py::dtype::of<T>()))
+            throw py::type_error(std::string(name) + " must be a numpy array of " + dtype_name<T>() + ", got " +
+                                 py::str(array_.dtype()).cast<std::string>());
+        if (array_.ndim() != ndim)
+            throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimension(s), got " +
+                                  std::to_string(array_.ndim()));
+        if (Mutable && !array_.writeable()) throw py::value_error(std::string(name) + " is read-only");
+        const auto item = static_cast<py::ssize_t>(sizeof(T));
+        py::ssize_t expect = item;
+        for (py::ssize_t d = ndim; d-- > 0;) {
+            const bool last = d == ndim - 1;
+            if (array_.shape(d) > 1 && array_.strides(d) != expect && (last || !any_strides))
+                throw py::value_error(std::string(name) + " must be C-contiguous" +
+                                      (any_strides ? " along its last axis" : "") + " (use numpy.ascontiguousarray)");
+            if (any_strides && !last && array_.strides(d) % item != 0)
+                throw py::value_error(std::string(name) + " has strides that are not a multiple of its item size");
+            expect *= array_.shape(d);
+        }
+    }
+
+    [[nodiscard]] element* data() const {
+        if constexpr (Mutable) return static_cast<T*>(const_cast<py::array&>(array_).mutable_data());
+        else return static_cast<const T*>(array_.data());
+    }
+    [[nodiscard]] std::size_t size() const { return static_cast<std::size_t>(array_.size()); }
+    [[nodiscard]] std::size_t shape(py::ssize_t d) const { return static_cast<std::size_t>(array_.shape(d)); }
+    /// Stride of axis d in elements.
+    [[nodiscard]] std::size_t stride(py::ssize_t d) const {
+        return static_cast<std::size_t>(array_.strides(d)) / sizeof(T);
+    }
+    [[nodiscard]] std::span<element> span() const { return {data(), size()}; }
+    [[nodiscard]] const py::array& array() const noexcept { return array_; }
+
+private:
+    static py::array convert(py::handle obj, const char* name) {
+        const py::module_ np = py::module_::import("numpy");
+        py::array a = np.attr("asarray")(obj);
+        const char kind = a.dtype().kind();
+        const bool fits_kind = std::is_floating_point_v<T> ? (kind == 'f' || kind == 'i' || kind == 'u')
+                                                           : (kind == 'i' || kind == 'u');
+        if (!fits_kind && a.size() > 0)
+            throw py::type_error(std::string(name) + " must hold " + (std::is_floating_point_v<T> ? "numbers" : "integers") +
+                                 " (" + dtype_name<T>() + "), got " + py::str(a.dtype()).cast<std::string>());
+        if constexpr (std::is_integral_v<T>) {
+            if (a.size() > 0 && !a.dtype().equal(py::dtype::of<T>())) {
+                const auto lo = a.attr("min")().cast<long double>(), hi = a.attr("max")().cast<long double>();
+                if (lo < static_cast<long double>(std::numeric_limits<T>::min()) ||
+                    hi > static_cast<long double>(std::numeric_limits<T>::max()))
+                    throw py::value_error(std::string(name) + " holds values outside the range of " + dtype_name<T>());
+            }
+        }
+        return np.attr("ascontiguousarray")(a, py::dtype::of<T>());
+    }
+
+    py::array array_;
+};
+
+/// A numpy array that takes over `v`'s buffer (no copy): the vector moves into a capsule
+/// the array owns.
+template <class T>
+[[nodiscard]] py::array_t<T> adopt(std::vector<T>&& v) {
+    auto* owner = new std::vector<T>(std::move(v));
+    py::capsule free_when_done(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>({static_cast<py::ssize_t>(owner->size())}, {static_cast<py::ssize_t>(sizeof(T))},
+                          owner->data(), free_when_done);
+}
+
+/// A new numpy array holding a copy of `s`: for results that live in a buffer the C++
+/// object reuses on its next call (drafts, automaton text), which a view would let change
+/// under the caller.
+template <class T>
+[[nodiscard]] py::array_t<std::remove_const_t<T>> copy_out(std::span<T> s) {
+    py::array_t<std::remove_const_t<T>> a(static_cast<py::ssize_t>(s.size()));
+    if (!s.empty()) std::copy(s.begin(), s.end(), a.mutable_data());
+    return a;
+}
+
+/// Marks an object as in use by a call that runs with the GIL released: a second thread
+/// entering the same object meanwhile gets frugal.RuntimeFailureError instead of a data race
+/// inside the C++ object. Cheap (one atomic exchange each way).
+class busy_flag {
+public:
+    class guard {
+    public:
+        explicit guard(busy_flag& f, const char* who) : flag_(f) {
+            if (flag_.busy_.exchange(true, std::memory_order_acquire))
+                FRUGAL_FAIL(frugal::runtime_error, who,
+                            ": the object is in use by another thread (frugal objects are not thread-safe; "
+                            "give each thread its own or hold a lock)");
+        }
+        ~guard() { flag_.busy_.store(false, std::memory_order_release); }
+        guard(const guard&) = delete;
+        guard& operator=(const guard&) = delete;
+
+    private:
+        busy_flag& flag_;
+    };
+
+private:
+    std::atomic<bool> busy_{false};
+};
+
+/// Runs `fn` with the object marked busy and the GIL released.
+template <class Fn>
+decltype(auto) without_gil(busy_flag& flag, const char* who, Fn&& fn) {
+    busy_flag::guard g(flag, who);
+    py::gil_scoped_release release;
+    return std::forward<Fn>(fn)();
+}
+
+/// Eviction notifications collected while a C++ call runs and delivered to a Python
+/// callable after it returns, so that Python code never runs inside a C++ container
+/// mid-update (a callback that uses the same cache, or raises, then cannot corrupt it).
+/// Every pending call is made; the first exception a callback raised is re-raised after.
+/// Without a callable the events (and the Python objects they hold) are just released,
+/// also after the call.
+template <class Event>
+class deferred_callback {
+public:
+    [[nodiscard]] bool active() const noexcept { return !callback_.is_none(); }
+    [[nodiscard]] const py::object& callable() const noexcept { return callback_; }
+    void set(py::object cb) {
+        if (!cb.is_none() && !PyCallable_Check(cb.ptr())) throw py::type_error("the eviction callback must be callable or None");
+        callback_ = std::move(cb);
+    }
+    void push(Event e) { pending_.push_back(std::move(e)); }
+    /// Visits the callback for the cyclic garbage collector.
+    int traverse(visitproc visit, void* arg) const { return callback_ ? visit(callback_.ptr(), arg) : 0; }
+
+    /// Calls the callback with each pending event (`call(callback, event)`); needs the GIL.
+    template <class Call>
+    void deliver(Call&& call) {
+        if (pending_.empty()) return;
+        std::vector<Event> events;
+        events.swap(pending_);
+        if (!active()) return;
+        py::object cb = callback_;  // a callback may replace itself
+        std::exception_ptr first;
+        for (Event& e : events) {
+            try {
+                call(cb, e);
+            } catch (...) {
+                if (!first) first = std::current_exception();
+            }
+        }
+        events.clear();
+        if (first) std::rethrow_exception(first);
+    }
+
+private:
+    py::object callback_ = py::none();
+    std::vector<Event> pending_;
+};
+
+/// Raises the exception in flight as pybind11 would (frugal's translator first), for code
+/// called by Python outside pybind11's dispatcher; returns nullptr for the caller to return.
+inline PyObject* raise_current_exception() noexcept {
+    try {
+        if (!py::detail::apply_exception_translators(py::detail::get_local_internals().registered_exception_translators) &&
+            !py::detail::apply_exception_translators(py::detail::get_internals().registered_exception_translators))
+            PyErr_SetString(PyExc_SystemError, "frugal: an exception escaped every translator");
+    } catch (...) {
+        PyErr_SetString(PyExc_SystemError, "frugal: an exception translator threw");
+    }
+    return nullptr;
+}
+
+/// The C++ object of a pybind11 instance of T, or nullptr before its __init__ ran.
+template <class T>
+T* object_of(PyObject* self) {
+    auto* inst = reinterpret_cast<py::detail::instance*>(self);
+    return inst->simple_layout ? static_cast<T*>(inst->simple_value_holder[0]) : &py::cast<T&>(self);
+}
+
+/// A method called through CPython's vectorcall protocol (METH_FASTCALL) instead of
+/// pybind11's generic dispatcher, which costs about 0.4 us a call, more than a cache hit:
+/// for the few methods whose cost is the call itself. `Fn(self, args, nargs, kwnames)`
+/// gets the C++ object of a pybind11 instance of T; exceptions are translated as pybind11
+/// translates them. Add it with `add_fast_method`.
+template <class T, py::object (*Fn)(T&, PyObject* const*, Py_ssize_t, PyObject*)>
+PyObject* fast_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) noexcept {
+    try {
+        // The method descriptor has checked that self is a T instance.
+        T* obj = object_of<T>(self);
+        if (obj == nullptr) throw py::type_error("the object was not initialized (its __init__ did not run)");
+        return Fn(*obj, args, nargs, kwnames).release().ptr();
+    } catch (...) {
+        return raise_current_exception();
+    }
+}
+
+/// Makes a bound class that holds Python objects (cache values, callbacks) take part in
+/// Python's cyclic garbage collection, so a callback or value that refers back to its cache
+/// does not keep both alive forever. T has `int traverse(visitproc, void*) const` (visits
+/// every Python object it holds) and `void clear_references()` (drops them).
+template <class T>
+py::custom_type_setup collected_by_gc() {
+    return py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+        PyTypeObject* type = &heap_type->ht_type;
+        type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+        type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+            Py_VISIT(Py_TYPE(self));  // a heap type's instances keep their type alive
+            const T* obj = object_of<T>(self);
+            return obj == nullptr ? 0 : obj->traverse(visit, arg);
+        };
+        type->tp_clear = [](PyObject* self) {
+            if (T* obj = object_of<T>(self)) obj->clear_references();
+            return 0;
+        };
+    });
+}
+
+/// The method table entry of `fast_method<T, Fn>` named `name`; `doc` starts with the
+/// signature line CPython shows ("get(key, default=None, /)\n--\n\n...").
+template <class T, py::object (*Fn)(T&, PyObject* const*, Py_ssize_t, PyObject*)>
+PyMethodDef fast_method_def(const char* name, const char* doc) {
+    return {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_method<T, Fn>)),
+            METH_FASTCALL | METH_KEYWORDS, doc};
+}
+
+/// Installs `def` (static storage: CPython keeps its address) as a method of `cls`.
+template <class Class>
+void add_fast_method(Class& cls, PyMethodDef& def) {
+    auto* descr = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &def);
+    if (descr == nullptr) throw py::error_already_set();
+    cls.attr(def.ml_name) = py::reinterpret_steal<py::object>(descr);
+}
+
+/// Checks a fast method's positional and keyword argument counts.
+inline void check_arity(const char* name, Py_ssize_t nargs, PyObject* kwnames, Py_ssize_t least, Py_ssize_t most,
+                        bool keywords = false) {
+    if (nargs < least || nargs > most)
+        throw py::type_error(std::string(name) + "() takes " + std::to_string(least) +
+                             (least == most ? "" : " to " + std::to_string(most)) + " positional arguments (" +
+                             std::to_string(nargs) + " given)");
+    if (!keywords && kwnames != nullptr && PyTuple_GET_SIZE(kwnames) > 0)
+        throw py::type_error(std::string(name) + "() takes no keyword arguments");
+}
+
+/// The submodule `frugal.<name>`: its classes report that module, and `import frugal.<name>`
+/// finds it.
+py::module_ submodule(py::module_& parent, const char* name, const char* doc);
+
+void bind_draft(py::module_ m);
+void bind_cache(py::module_ m);
+void bind_prune(py::module_ m);
+void bind_attention(py::module_ m);
+void bind_schedule(py::module_ m);
+void bind_sim(py::module_ m);
+void bind_overhead(py::module_ m);
+
+}  // namespace frugal::python

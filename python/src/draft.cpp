@@ -1,0 +1,492 @@
+// frugal.draft: frugal::draft's suffix automaton, history, drafter and verification, over
+// int32 tokens (numpy int32 arrays in and out).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <frugal/draft/drafter.hpp>
+#include <frugal/core/thread_pool.hpp>
+#include <frugal/draft/history.hpp>
+#include <frugal/draft/speculator.hpp>
+#include <frugal/draft/suffix_automaton.hpp>
+#include <frugal/draft/verify.hpp>
+
+#include "common.hpp"
+
+namespace frugal::python {
+namespace {
+
+using token = std::int32_t;
+using tokens_view = array_view<token>;
+using automaton = draft::suffix_automaton<token>;
+
+// The live history is thread-safe in C++ (adds are queued, drafters read immutable
+// snapshots), so the binding adds no lock of its own; it is held by pointer because it
+// cannot move.
+struct py_history {
+    explicit py_history(std::unique_ptr<draft::live_history<token>> h) : history(std::move(h)) {}
+    std::unique_ptr<draft::live_history<token>> history;
+};
+
+struct py_drafter {
+    py_drafter(const draft::drafter_config& config, py_history* h) : d(config, h ? h->history.get() : nullptr) {}
+
+    // Runs fn without the GIL and with the drafter busy, then finish(fn's result) with the
+    // GIL back and the drafter still busy: a draft is copied out of the drafter's buffer
+    // before another thread may overwrite it.
+    template <class Fn, class Finish>
+    decltype(auto) run(const char* who, Fn&& fn, Finish&& finish) {
+        busy_flag::guard mine(busy, who);
+        auto result = [&] {
+            py::gil_scoped_release release;
+            return std::forward<Fn>(fn)();
+        }();
+        return std::forward<Finish>(finish)(result);
+    }
+    template <class Fn>
+    void run(const char* who, Fn&& fn) {
+        run(who, [&] { std::forward<Fn>(fn)(); return 0; }, [](int) {});
+    }
+
+    draft::drafter<token> d;
+    busy_flag busy;
+};
+
+py::object optional_index(std::uint32_t v, std::uint32_t none) {
+    return v == none ? py::object(py::none()) : py::object(py::int_(v));
+}
+
+draft::draft_tree<token> make_tree(py::handle tokens, py::handle parents) {
+    const tokens_view t(tokens, "tokens");
+    const array_view<std::int32_t> p(parents, "parents");
+    FRUGAL_CHECK(t.size() == p.size(), "draft tree: ", t.size(), " tokens but ", p.size(), " parents");
+    draft::draft_tree<token> tree;
+    tree.tokens.assign(t.data(), t.data() + t.size());
+    tree.parents.assign(p.data(), p.data() + p.size());
+    return tree;
+}
+
+// (tokens int32, parents int32, probabilities float32): each node's probability given its
+// parent's path.
+py::tuple tree_arrays(const draft::draft_tree<token>* t) {
+    return py::make_tuple(copy_out(std::span<const token>(t->tokens)), copy_out(std::span<const std::int32_t>(t->parents)),
+                          copy_out(std::span<const float>(t->probabilities)));
+}
+
+// Drafter.chain through vectorcall (fast_method): the call that runs once per request and
+// step, whose binding cost matters next to a draft of about a microsecond.
+py::object drafter_chain(py_drafter& d, PyObject* const*, Py_ssize_t nargs, PyObject* kwnames) {
+    check_arity("chain", nargs, kwnames, 0, 0);
+    return d.run("Drafter.chain", [&] { return &d.d.chain(); },
+                 [](const draft::draft_tree<token>* t) { return copy_out(std::span<const token>(t->tokens)); });
+}
+PyMethodDef drafter_chain_def = fast_method_def<py_drafter, &drafter_chain>(
+    "chain", "chain()\n--\n\nA chain draft of at most max_draft tokens (int32 array; empty when nothing matches).");
+
+struct py_automaton {
+    automaton a;
+    busy_flag busy;
+};
+
+// A const member of the automaton as a method that holds the object's busy flag (appends
+// run without the GIL, so reads must not overlap them).
+template <class R, class... A>
+auto guarded(R (automaton::*f)(A...) const, const char* who) {
+    return [f, who](py_automaton& self, A... args) -> R {
+        busy_flag::guard g(self.busy, who);
+        return (self.a.*f)(args...);
+    };
+}
+
+void bind_automaton(py::module_& m) {
+    py::class_<py_automaton>(m, "SuffixAutomaton", R"doc(
+The online suffix automaton of a growing token sequence (CoordGen 4.1, SAM-Decoding), with
+exact occurrence counts and first/last end positions per state.
+
+    sam = SuffixAutomaton()
+    sam.append([5, 7, 5, 7, 9])
+    s = sam.find([5, 7])
+    assert sam.count(s) == 2 and sam.first_end(s) == 1 and sam.last_end(s) == 3
+)doc")
+        .def(py::init<>())
+        .def_property_readonly_static("root", [](py::handle) { return automaton::root; }, "The root state (the empty string).")
+        .def("append",
+             [](py_automaton& self, py::handle tokens) {
+                 if (py::isinstance<py::int_>(tokens)) {
+                     const token t = tokens.cast<token>();
+                     return without_gil(self.busy, "SuffixAutomaton.append", [&] { self.a.append(t); });
+                 }
+                 const tokens_view t(tokens, "tokens");
+                 without_gil(self.busy, "SuffixAutomaton.append", [&] { self.a.append(t.span()); });
+             },
+             py::arg("tokens"), "Appends a token or a sequence of tokens.")
+        .def("begin_document", [](py_automaton& self) { busy_flag::guard g(self.busy, "SuffixAutomaton"); self.a.begin_document(); },
+             "Starts a new document: no substring spans the boundary.")
+        .def("clear", [](py_automaton& self) { busy_flag::guard g(self.busy, "SuffixAutomaton"); self.a.clear(); },
+             "Removes every token and state.")
+        .def("find",
+             [](py_automaton& self, py::handle pattern) {
+                 const tokens_view p(pattern, "pattern");
+                 busy_flag::guard g(self.busy, "SuffixAutomaton.find");
+                 return optional_index(self.a.find(p.span()), draft::no_state);
+             },
+             py::arg("pattern"), "The state of `pattern`, or None when it does not occur.")
+        .def("next",
+             [](py_automaton& self, draft::state_id s, token t) {
+                 busy_flag::guard g(self.busy, "SuffixAutomaton.next");
+                 (void)self.a.length(s);  // validates s
+                 return optional_index(self.a.next(s, t), draft::no_state);
+             },
+             py::arg("state"), py::arg("token"), "Target of the transition from `state` by `token`, or None.")
+        .def("length", guarded(&automaton::length, "SuffixAutomaton.length"), py::arg("state"),
+             "Length of the longest string of `state`.")
+        .def("count", guarded(&automaton::count, "SuffixAutomaton.count"), py::arg("state"),
+             "Occurrences of the strings of `state`.")
+        .def("link", [](py_automaton& self, draft::state_id s) {
+                 busy_flag::guard g(self.busy, "SuffixAutomaton.link");
+                 return optional_index(self.a.link(s), draft::no_state);
+             },
+             py::arg("state"), "Suffix link of `state` (None for the root).")
+        .def("first_end", [](py_automaton& self, draft::state_id s) {
+                 busy_flag::guard g(self.busy, "SuffixAutomaton.first_end");
+                 return optional_index(self.a.first_end(s), draft::no_position);
+             },
+             py::arg("state"), "Index of the last token of the earliest occurrence (None for the root).")
+        .def("last_end", [](py_automaton& self, draft::state_id s) {
+                 busy_flag::guard g(self.busy, "SuffixAutomaton.last_end");
+                 return optional_index(self.a.last_end(s), draft::no_position);
+             },
+             py::arg("state"), "Index of the last token of the most recent occurrence (None for an empty root).")
+        .def("transitions",
+             [](py_automaton& self, draft::state_id s) {
+                 busy_flag::guard g(self.busy, "SuffixAutomaton.transitions");
+                 (void)self.a.length(s);
+                 py::list out;
+                 self.a.for_each_transition(s, [&](token t, draft::state_id target) { out.append(py::make_tuple(t, target)); });
+                 return out;
+             },
+             py::arg("state"), "The outgoing transitions of `state` as (token, target) pairs.")
+        .def("continuation",
+             [](py_automaton& self, std::uint32_t end, std::size_t max_tokens) {
+                 busy_flag::guard g(self.busy, "SuffixAutomaton.continuation");
+                 return copy_out(self.a.continuation(end, max_tokens));
+             },
+             py::arg("end"), py::arg("max_tokens"),
+             "The tokens after an occurrence ending at `end` (at most `max_tokens`, within its document).")
+        .def_property_readonly("repeat_state", guarded(&automaton::repeat_state, "SuffixAutomaton.repeat_state"),
+                               "State of the longest suffix of the current document that also ends earlier.")
+        .def_property_readonly("repeat_length", guarded(&automaton::repeat_length, "SuffixAutomaton.repeat_length"),
+                               "Its length (0: none).")
+        .def_property_readonly("repeat_end", [](py_automaton& self) {
+                                   busy_flag::guard g(self.busy, "SuffixAutomaton.repeat_end");
+                                   return optional_index(self.a.repeat_end(), draft::no_position);
+                               },
+                               "End of its most recent earlier occurrence (None: none).")
+        .def_property_readonly("last", guarded(&automaton::last, "SuffixAutomaton.last"),
+                               "The state of the whole current document.")
+        .def_property_readonly("state_count", guarded(&automaton::state_count, "SuffixAutomaton.state_count"),
+                               "Number of states, root included.")
+        .def_property_readonly("text", [](py_automaton& self) {
+                                   busy_flag::guard g(self.busy, "SuffixAutomaton.text");
+                                   return copy_out(self.a.text());
+                               },
+                               "Every token appended (a copy), documents concatenated.")
+        .def_property_readonly("document_starts", [](py_automaton& self) {
+                                   busy_flag::guard g(self.busy, "SuffixAutomaton.document_starts");
+                                   return copy_out(self.a.document_starts());
+                               },
+                               "Start offset of each document in `text`.")
+        .def_property_readonly("memory_bytes", guarded(&automaton::memory_bytes, "SuffixAutomaton.memory_bytes"),
+                               "Approximate heap bytes held.")
+        .def("__len__", guarded(&automaton::size, "SuffixAutomaton.__len__"));
+}
+
+void bind_history(py::module_& m) {
+    py::class_<py_history>(m, "History", R"doc(
+The live history of past outputs, shared by every drafter and Speculator that is given it
+(CoordGen's history similarity, SuffixDecoding's global tree): at most `max_tokens` tokens,
+oldest documents evicted first. add() is thread-safe and never waits for a rebuild; drafters
+keep drafting from the snapshot they hold and move to the newest one at their next draft.
+
+    history = History(1 << 20)
+    history.add(response_tokens)           # visible to the next draft
+    history.save("history.bin")
+    restored = History.load("history.bin")
+    drafter = Drafter(history=restored)
+)doc")
+        .def(py::init([](std::size_t max_tokens, std::size_t young_tokens) {
+                 return std::make_unique<py_history>(std::make_unique<draft::live_history<token>>(max_tokens, young_tokens));
+             }),
+             py::arg("max_tokens"), py::kw_only(), py::arg("young_tokens") = 0,
+             "young_tokens: the most tokens of the young generation, which takes adds without a rebuild (0: "
+             "max_tokens / 8).")
+        .def("add",
+             [](py_history& h, py::handle tokens, bool publish) {
+                 const tokens_view t(tokens, "tokens");
+                 py::gil_scoped_release release;
+                 h.history->add(t.span());
+                 if (publish) h.history->publish();
+             },
+             py::arg("tokens"), py::kw_only(), py::arg("publish") = true,
+             "Adds one finished output as a document. publish=False only queues it (cheap; call publish() "
+             "once after several adds).")
+        .def("publish",
+             [](py_history& h) {
+                 py::gil_scoped_release release;
+                 return h.history->publish();
+             },
+             "Applies the queued documents and publishes a new snapshot; False when nothing was queued.")
+        .def("save",
+             [](py_history& h, const std::filesystem::path& path) {
+                 py::gil_scoped_release release;
+                 h.history->save(path);
+             },
+             py::arg("path"), "Writes the published history to `path` crash-safely (a flat, versioned, checksummed file).")
+        .def_static("load",
+                    [](const std::filesystem::path& path, std::size_t young_tokens) {
+                        auto h = [&] {
+                            py::gil_scoped_release release;
+                            return std::make_unique<draft::live_history<token>>(path, young_tokens);
+                        }();
+                        return std::make_unique<py_history>(std::move(h));
+                    },
+                    py::arg("path"), py::kw_only(), py::arg("young_tokens") = 0,
+                    "Reads a history written by save(); a bad file raises RuntimeFailureError.")
+        .def_property_readonly("max_tokens", [](const py_history& h) { return h.history->max_tokens(); })
+        .def_property_readonly("young_tokens", [](const py_history& h) { return h.history->young_tokens(); })
+        .def_property_readonly("version", [](const py_history& h) { return h.history->version(); },
+                               "Number of snapshots published so far.")
+        .def_property_readonly("pending", [](const py_history& h) { return h.history->pending(); },
+                               "Documents queued and not yet published.")
+        .def_property_readonly("documents", [](const py_history& h) { return h.history->snapshot()->documents(); })
+        .def_property_readonly("memory_bytes", [](const py_history& h) {
+            const auto snap = h.history->snapshot();
+            return snap->old_generation().automaton.memory_bytes() + snap->young_generation().automaton.memory_bytes();
+        })
+        .def("__len__", [](const py_history& h) { return h.history->snapshot()->size(); });
+}
+
+// The drafting policy's keywords, shared by Drafter and Speculator.
+draft::drafter_config make_config(std::size_t max_draft, std::size_t tree_depth, std::size_t tree_budget,
+                                  std::uint32_t min_match, double context_escape, double history_escape,
+                                  double min_path_score, std::size_t max_fanout, bool backoff, std::uint64_t vocab_size) {
+    return {max_draft, tree_depth, tree_budget, min_match, context_escape, history_escape, min_path_score, max_fanout,
+            backoff, vocab_size};
+}
+
+template <class Class, class Factory>
+void def_config_init(Class& cls, Factory factory) {
+    const draft::drafter_config defaults;
+    cls.def(py::init(factory), py::arg("history") = py::none(), py::kw_only(), py::arg("max_draft") = defaults.max_draft,
+            py::arg("tree_depth") = defaults.tree_depth, py::arg("tree_budget") = defaults.tree_budget,
+            py::arg("min_match") = defaults.min_match, py::arg("context_escape") = defaults.context_escape,
+            py::arg("history_escape") = defaults.history_escape, py::arg("min_path_score") = defaults.min_path_score,
+            py::arg("max_fanout") = defaults.max_fanout, py::arg("backoff") = defaults.backoff,
+            py::arg("vocab_size") = defaults.vocab_size, py::keep_alive<1, 2>());
+}
+
+void bind_drafter(py::module_& m) {
+    using config = draft::drafter_config;
+    py::class_<config>(m, "DrafterConfig", "The drafting policy of a Drafter (read-only; set it through Drafter's keywords).")
+        .def_readonly("max_draft", &config::max_draft)
+        .def_readonly("tree_depth", &config::tree_depth)
+        .def_readonly("tree_budget", &config::tree_budget)
+        .def_readonly("min_match", &config::min_match)
+        .def_readonly("context_escape", &config::context_escape)
+        .def_readonly("history_escape", &config::history_escape)
+        .def_readonly("min_path_score", &config::min_path_score)
+        .def_readonly("max_fanout", &config::max_fanout)
+        .def_readonly("backoff", &config::backoff)
+        .def_readonly("vocab_size", &config::vocab_size);
+
+    py::class_<py_drafter> drafter_class(m, "Drafter", R"doc(
+A retrieval drafter over the request's context (prompt plus accepted tokens) and an optional
+History of past outputs (CoordGen 2.2/4.1, SAM-Decoding). Feed it the prompt with begin() and
+every accepted token (bonus included) with accept(); chain() and tree() draft.
+
+    d = Drafter(max_draft=8)
+    d.begin(prompt)
+    draft = d.chain()                       # int32 array
+    r = verify_chain(draft, model_argmax)   # len(draft) + 1 predictions
+    d.accept(draft[:r.accepted]); d.accept(r.bonus)
+)doc");
+    def_config_init(drafter_class, [](py_history* history, std::size_t max_draft, std::size_t tree_depth,
+                                      std::size_t tree_budget, std::uint32_t min_match, double context_escape,
+                                      double history_escape, double min_path_score, std::size_t max_fanout, bool backoff,
+                                      std::uint64_t vocab_size) {
+        return std::make_unique<py_drafter>(make_config(max_draft, tree_depth, tree_budget, min_match, context_escape,
+                                                        history_escape, min_path_score, max_fanout, backoff, vocab_size),
+                                            history);
+    });
+    drafter_class
+        .def("begin",
+             [](py_drafter& d, py::handle prompt) {
+                 const tokens_view p(prompt, "prompt");
+                 d.run("Drafter.begin", [&] { d.d.begin(p.span()); });
+             },
+             py::arg("prompt"), "Starts a request: the context becomes `prompt`.")
+        .def("accept",
+             [](py_drafter& d, py::handle tokens) {
+                 if (py::isinstance<py::int_>(tokens)) {
+                     const token t = tokens.cast<token>();
+                     return d.run("Drafter.accept", [&] { d.d.accept(t); });
+                 }
+                 const tokens_view t(tokens, "tokens");
+                 d.run("Drafter.accept", [&] { d.d.accept(t.span()); });
+             },
+             py::arg("tokens"), "Appends accepted tokens (a token or a sequence; never rejected draft tokens).")
+        .def("chain_with_probabilities",
+             [](py_drafter& d) { return d.run("Drafter.chain_with_probabilities", [&] { return &d.d.chain(); }, tree_arrays); },
+             "A chain draft as (tokens, parents, probabilities): parents are -1, 0, 1, ...; probabilities[i] is the "
+             "drafter's probability of tokens[i] given the tokens before it.")
+        .def("tree",
+             [](py_drafter& d, py::object extra_tokens, py::object extra_parents) {
+                 FRUGAL_CHECK(extra_tokens.is_none() == extra_parents.is_none(),
+                              "Drafter.tree: give both extra_tokens and extra_parents, or neither");
+                 if (extra_tokens.is_none()) return d.run("Drafter.tree", [&] { return &d.d.tree(); }, tree_arrays);
+                 const auto extra = make_tree(extra_tokens, extra_parents);
+                 return d.run("Drafter.tree", [&] { return &d.d.tree(extra); }, tree_arrays);
+             },
+             py::arg("extra_tokens") = py::none(), py::arg("extra_parents") = py::none(),
+             "A tree draft (tokens int32, parents int32, probabilities float32) of at most tree_budget nodes and "
+             "tree_depth levels; parents[i] is -1 for a child of the last accepted token; probabilities[i] is the "
+             "probability of tokens[i] given its parent's path (a node's children sum to at most 1). An extra tree "
+             "(another source's, e.g. calibration) is merged in first.")
+        .def_property_readonly("context_match", [](py_drafter& d) {
+                                   busy_flag::guard g(d.busy, "Drafter.context_match");
+                                   return d.d.context_match();
+                               },
+                               "Length of the current suffix match in the context (0: none).")
+        .def_property_readonly("history_match", [](py_drafter& d) {
+                                   busy_flag::guard g(d.busy, "Drafter.history_match");
+                                   return d.d.history_match();
+                               },
+                               "Length of the current suffix match in the history (0: none or no history).")
+        .def_property_readonly("context_size", [](py_drafter& d) {
+                                   busy_flag::guard g(d.busy, "Drafter.context_size");
+                                   return d.d.context().size();
+                               },
+                               "Tokens in the context (prompt plus accepted).")
+        .def_property_readonly("config", [](const py_drafter& d) { return d.d.config(); });
+    add_fast_method(drafter_class, drafter_chain_def);
+}
+
+struct py_speculator {
+    py_speculator(const draft::drafter_config& config, py_history* h) : s(config, h ? h->history.get() : nullptr) {}
+    draft::speculator<token> s;
+    busy_flag busy;
+};
+
+void bind_speculator(py::module_& m) {
+    py::class_<py_speculator> cls(m, "Speculator", R"doc(
+The request-level drafting API of an engine's step loop: start a request by id, append its
+accepted tokens, draft for a whole batch of ids in one call (on frugal's thread pool, without
+the GIL), stop it and hand its output to the History.
+
+    history = History(1 << 20)
+    spec = Speculator(history, tree_budget=64)
+    spec.start(7, prompt)
+    (tokens, parents, probs), = spec.propose([7])      # one (tokens, parents, probabilities) per id
+    spec.append(7, accepted)                          # accepted draft tokens and the bonus
+    history.add(spec.stop(7))
+)doc");
+    def_config_init(cls, [](py_history* history, std::size_t max_draft, std::size_t tree_depth, std::size_t tree_budget,
+                            std::uint32_t min_match, double context_escape, double history_escape, double min_path_score,
+                            std::size_t max_fanout, bool backoff, std::uint64_t vocab_size) {
+        return std::make_unique<py_speculator>(make_config(max_draft, tree_depth, tree_budget, min_match, context_escape,
+                                                           history_escape, min_path_score, max_fanout, backoff, vocab_size),
+                                               history);
+    });
+    cls.def("start",
+            [](py_speculator& sp, draft::request_id id, py::handle prompt) {
+                const tokens_view p(prompt, "prompt");
+                without_gil(sp.busy, "Speculator.start", [&] { sp.s.start(id, p.span()); });
+            },
+            py::arg("id"), py::arg("prompt"), "Starts request `id` with its prompt; an id that is live raises.")
+        .def("append",
+             [](py_speculator& sp, draft::request_id id, py::handle tokens) {
+                 if (py::isinstance<py::int_>(tokens)) {
+                     const token t = tokens.cast<token>();
+                     return without_gil(sp.busy, "Speculator.append", [&] { sp.s.append(id, std::span<const token>(&t, 1)); });
+                 }
+                 const tokens_view t(tokens, "tokens");
+                 without_gil(sp.busy, "Speculator.append", [&] { sp.s.append(id, t.span()); });
+             },
+             py::arg("id"), py::arg("tokens"), "Appends the tokens the model accepted for `id` (bonus included).")
+        .def("propose",
+             [](py_speculator& sp, py::handle ids, bool tree) {
+                 const array_view<draft::request_id> batch(ids, "ids");
+                 busy_flag::guard g(sp.busy, "Speculator.propose");
+                 std::span<const draft::draft_tree<token>* const> drafts;
+                 {
+                     py::gil_scoped_release release;
+                     drafts = sp.s.propose(batch.span(), default_thread_pool(),
+                                           tree ? draft::draft_shape::tree : draft::draft_shape::chain);
+                 }
+                 py::list out(drafts.size());
+                 for (std::size_t i = 0; i < drafts.size(); ++i) out[i] = tree_arrays(drafts[i]);
+                 return out;
+             },
+             py::arg("ids"), py::kw_only(), py::arg("tree") = true,
+             "Drafts for every id of `ids` (uint64) in one call; returns one (tokens, parents, probabilities) per id, "
+             "trees (tree=True) or chains. Unknown, stopped or repeated ids raise before anything is drafted.")
+        .def("stop",
+             [](py_speculator& sp, draft::request_id id) {
+                 const auto out = without_gil(sp.busy, "Speculator.stop", [&] { return sp.s.stop(id); });
+                 return copy_out(std::span<const token>(out));
+             },
+             py::arg("id"), "Ends request `id` and returns its output (every token appended since start).")
+        .def("__contains__", [](const py_speculator& sp, draft::request_id id) { return sp.s.contains(id); })
+        .def("__len__", [](const py_speculator& sp) { return sp.s.size(); });
+}
+
+void bind_verify(py::module_& m) {
+    using result = draft::verify_result<token>;
+    py::class_<result>(m, "VerifyResult", "Outcome of verifying one draft.")
+        .def_readonly("accepted", &result::accepted, "Draft tokens accepted.")
+        .def_readonly("bonus", &result::bonus, "The model's own next token after them.")
+        .def_property_readonly("path", [](const result& r) { return copy_out(std::span<const std::int32_t>(r.path)); },
+                               "Tree only: accepted node indices, root first.")
+        .def("__repr__", [](const result& r) {
+            return "VerifyResult(accepted=" + std::to_string(r.accepted) + ", bonus=" + std::to_string(r.bonus) + ")";
+        });
+    m.def("verify_chain",
+          [](py::handle draft_tokens, py::handle predictions) {
+              const tokens_view d(draft_tokens, "draft"), p(predictions, "predictions");
+              return draft::verify_chain<token>(d.span(), p.span());
+          },
+          py::arg("draft"), py::arg("predictions"),
+          R"doc(Greedy chain verification: predictions[i] is the model's token after the context plus draft[:i]
+(len(draft) + 1 of them). Accepts the longest prefix with draft[i] == predictions[i].
+
+    r = verify_chain([5, 6, 7], [5, 6, 9, 1])   # r.accepted == 2, r.bonus == 9)doc");
+    m.def("verify_tree",
+          [](py::handle tokens, py::handle parents, py::handle predictions) {
+              const auto tree = make_tree(tokens, parents);
+              const tokens_view p(predictions, "predictions");
+              return draft::verify_tree(tree, p.span());
+          },
+          py::arg("tokens"), py::arg("parents"), py::arg("predictions"),
+          R"doc(Greedy tree verification: predictions[0] is the model's token after the context and
+predictions[i + 1] its token after node i's path (len(tokens) + 1 of them).
+
+    r = verify_tree([4, 5, 6], [-1, -1, 1], [5, 0, 6, 8])   # r.path == [1, 2], r.bonus == 8)doc");
+}
+
+}  // namespace
+
+void bind_draft(py::module_ m) {
+    bind_automaton(m);
+    bind_history(m);
+    bind_drafter(m);
+    bind_speculator(m);
+    bind_verify(m);
+}
+
+}  // namespace frugal::python

@@ -1,0 +1,76 @@
+// The `frugal._frugal` extension module: frugal's exceptions as Python exceptions, and one
+// submodule per C++ module (frugal.draft, frugal.cache, ...), each bound in its own file.
+
+#include <exception>
+
+#include <frugal/core/version.hpp>
+
+#include "common.hpp"
+
+namespace frugal::python {
+
+py::module_ submodule(py::module_& parent, const char* name, const char* doc) {
+    py::module_ m = parent.def_submodule(name, doc);
+    const std::string full = std::string("frugal.") + name;
+    m.attr("__name__") = full;  // classes defined after this report `frugal.<name>` as their module
+    py::module_::import("sys").attr("modules")[full.c_str()] = m;
+    return m;
+}
+
+namespace {
+
+// `frugal.Error` and its subclasses, each also the built-in exception that fits, so
+// `except ValueError` keeps working. Created once, kept for the translator.
+PyObject* new_error(const char* name, PyObject* bases, const char* doc) {
+    PyObject* type = PyErr_NewExceptionWithDoc(name, doc, bases, nullptr);
+    if (type == nullptr) throw py::error_already_set();
+    return type;
+}
+
+}  // namespace
+}  // namespace frugal::python
+
+PYBIND11_MODULE(_frugal, m) {
+    namespace fp = frugal::python;
+    namespace py = pybind11;
+    m.doc() = "frugal: algorithms that make LLM inference cheaper (C++ core, pybind11 bindings)";
+    m.attr("__version__") = frugal::version;
+
+    static PyObject* error = fp::new_error("frugal.Error", PyExc_Exception,
+                                           "Base of every error frugal raises; catch it to catch them all.");
+    static PyObject* invalid_argument = fp::new_error(
+        "frugal.InvalidArgumentError", py::make_tuple(py::handle(error), py::handle(PyExc_ValueError)).release().ptr(),
+        "Bad input: NaN scores, k > n, empty pools, zero budgets, shape mismatches (also a ValueError).");
+    static PyObject* out_of_range = fp::new_error(
+        "frugal.OutOfRangeError", py::make_tuple(py::handle(error), py::handle(PyExc_IndexError)).release().ptr(),
+        "An index or id outside the valid range (also an IndexError).");
+    static PyObject* runtime_failure = fp::new_error(
+        "frugal.RuntimeFailureError", py::make_tuple(py::handle(error), py::handle(PyExc_RuntimeError)).release().ptr(),
+        "A failure outside the caller's arguments: I/O, corrupt files, concurrent use (also a RuntimeError).");
+    m.attr("Error") = py::handle(error);
+    m.attr("InvalidArgumentError") = py::handle(invalid_argument);
+    m.attr("OutOfRangeError") = py::handle(out_of_range);
+    m.attr("RuntimeFailureError") = py::handle(runtime_failure);
+
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const frugal::out_of_range& e) {
+            PyErr_SetString(out_of_range, e.what());
+        } catch (const frugal::invalid_argument& e) {
+            PyErr_SetString(invalid_argument, e.what());
+        } catch (const frugal::runtime_error& e) {
+            PyErr_SetString(runtime_failure, e.what());
+        } catch (const frugal::error& e) {
+            PyErr_SetString(error, e.what());
+        }
+    });
+
+    fp::bind_draft(fp::submodule(m, "draft", "Speculative drafting: suffix automaton, drafter, history, verification."));
+    fp::bind_cache(fp::submodule(m, "cache", "Caches: eviction policies, the prefix tree, the semantic cache."));
+    fp::bind_prune(fp::submodule(m, "prune", "Progressive cluster pruning of reranker candidates (GRATING)."));
+    fp::bind_attention(fp::submodule(m, "attention", "Tiled attention with an online softmax under a workspace budget."));
+    fp::bind_schedule(fp::submodule(m, "schedule", "Planners that overlap compute with I/O: graph switch, placement."));
+    fp::bind_sim(fp::submodule(m, "sim", "The lab: paper baselines (Prompt Lookup Decoding, the paper's greedy switch)."));
+    fp::bind_overhead(fp::submodule(m, "_overhead", "C++ loops that python/benchmarks/overhead.py times against the bindings."));
+}

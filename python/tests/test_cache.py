@@ -1,0 +1,453 @@
+"""frugal.cache against Python models: an OrderedDict LRU (with byte weights), a
+(frequency, promotion tick) LFU, a trie for the prefix tree and numpy cosine similarity for
+the semantic cache; reference counting of evicted values; callbacks that re-enter or raise."""
+import gc
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import frugal
+from frugal import cache
+
+R = cache.EvictionReason
+
+
+class LRUModel:
+    """The documented LRU semantics: replacing counts as an access, victims least recent first."""
+
+    def __init__(self, capacity):
+        self.capacity, self.d, self.events = capacity, OrderedDict(), []
+
+    def weight(self):
+        return sum(w for _, w in self.d.values())
+
+    def get(self, k):
+        if k not in self.d:
+            return None
+        self.d.move_to_end(k)
+        return self.d[k][0]
+
+    def put(self, k, v, w):
+        replacing = k in self.d
+        if replacing:
+            self.events.append((k, self.d.pop(k)[0], R.replaced))
+        if w > self.capacity:
+            self.events.append((k, v, R.rejected))
+            return cache.PutResult.rejected
+        while self.weight() + w > self.capacity:
+            old, (ov, _) = self.d.popitem(last=False)
+            self.events.append((old, ov, R.capacity))
+        self.d[k] = (v, w)
+        return cache.PutResult.replaced if replacing else cache.PutResult.inserted
+
+
+class LFUModel(LRUModel):
+    """Victim: fewest accesses since entering, the least recently promoted among equals."""
+
+    def __init__(self, capacity):
+        super().__init__(capacity)
+        self.meta, self.tick = {}, 0
+
+    def bump(self, k, first):
+        self.tick += 1
+        f = 1 if first else self.meta[k][0] + 1
+        self.meta[k] = (f, self.tick)
+
+    def get(self, k):
+        if k not in self.d:
+            return None
+        self.bump(k, False)
+        return self.d[k][0]
+
+    def put(self, k, v, w):
+        assert w == 1
+        if k in self.d:
+            self.events.append((k, self.d[k][0], R.replaced))
+            self.d[k] = (v, 1)
+            self.bump(k, False)
+            return cache.PutResult.replaced
+        if len(self.d) + 1 > self.capacity:
+            victim = min(self.d, key=lambda x: self.meta[x])
+            self.events.append((victim, self.d.pop(victim)[0], R.capacity))
+            del self.meta[victim]
+        self.d[k] = (v, 1)
+        self.bump(k, True)
+        return cache.PutResult.inserted
+
+
+def replay(c, model, rng, ops=3000, keys=30, max_weight=1):
+    events = []
+    c.on_evict = lambda k, v, r: events.append((k, v, r))
+    for i in range(ops):
+        k = int(rng.integers(keys))
+        if rng.random() < 0.5:
+            assert c.get(k) == model.get(k)
+        else:
+            w = int(rng.integers(1, max_weight + 1))
+            assert c.put(k, f"v{i}", weight=w) == model.put(k, f"v{i}", w)
+        assert events == model.events  # both cleared each step: this step's events, in order
+        events.clear()
+        model.events.clear()
+        assert len(c) == len(model.d) and c.weight == model.weight() <= c.capacity
+    assert sorted(c.keys()) == sorted(model.d)
+
+
+def test_lru_matches_the_model(rng):
+    replay(cache.LRUCache(10), LRUModel(10), rng)
+
+
+def test_lru_byte_weights_match_the_model(rng):
+    replay(cache.LRUCache(12), LRUModel(12), rng, max_weight=5)
+    c = cache.LRUCache(4)
+    assert c.put(1, "too heavy", weight=5) == cache.PutResult.rejected and 1 not in c
+
+
+def test_lfu_matches_the_model(rng):
+    replay(cache.LFUCache(10), LFUModel(10), rng)
+
+
+class SieveModel:
+    """SIEVE (NSDI 2024) as its paper states it: a FIFO of entries, newest at the head; a hit
+    sets the entry's visited bit; the hand walks from the tail (oldest) toward the head,
+    clearing set bits, evicts the first unvisited entry and stays at its newer neighbour,
+    wrapping to the tail past the head. Gets and puts of new keys only."""
+
+    def __init__(self, capacity):
+        self.capacity, self.queue, self.visited, self.hand = capacity, [], {}, None
+
+    def get(self, k):
+        if k not in self.visited:
+            return False
+        self.visited[k] = True
+        return True
+
+    def put(self, k):
+        if len(self.queue) == self.capacity:
+            i = self.queue.index(self.hand) if self.hand is not None else 0
+            while self.visited[self.queue[i]]:
+                self.visited[self.queue[i]] = False
+                i = (i + 1) % len(self.queue)
+            victim = self.queue.pop(i)
+            del self.visited[victim]
+            self.hand = self.queue[i] if i < len(self.queue) else None
+        self.queue.append(k)
+        self.visited[k] = False
+
+
+def test_sieve_matches_the_paper(rng):
+    c, model = cache.SIEVECache(8), SieveModel(8)
+    for i in range(5000):
+        k = int(rng.zipf(1.3)) % 40
+        hit = c.get(k) is not None
+        assert hit == model.get(k), i
+        if not hit:
+            c.put(k, i)
+            model.put(k)
+        assert sorted(c.keys()) == sorted(model.queue), i
+
+
+@pytest.mark.parametrize("kind", [cache.S3FIFOCache, cache.LIRSCache, cache.TwoQueueCache])
+def test_new_policies_resist_a_loop_that_defeats_lru(kind):
+    # A cyclic scan over 150 keys through 100 entries: LRU always evicts the key needed next
+    # (no hit at all); each of these policies keeps part of the loop. SIEVE and ARC do not,
+    # as their papers say: SIEVE is FIFO when no key is hit before its eviction, and ARC
+    # keeps no ghost of a page evicted while its recency list fills the whole cache.
+    def hits(c):
+        n = 0
+        for _ in range(20):
+            for k in range(150):
+                if c.get(k) is None:
+                    c.put(k, k)
+                else:
+                    n += 1
+        return n
+    assert hits(cache.LRUCache(100)) == hits(cache.ARCCache(100)) == hits(cache.SIEVECache(100)) == 0
+    assert hits(kind(100)) > 20 * 150 // 10
+
+
+@pytest.mark.parametrize("kind", [cache.S3FIFOCache, cache.SIEVECache, cache.ARCCache, cache.LIRSCache,
+                                  cache.TwoQueueCache])
+def test_new_policies_keep_pins_and_report_every_exit(kind, rng):
+    events = []
+    c = kind(20, on_evict=lambda k, v, r: events.append((k, r)))
+    c.put(-1, "pinned")
+    c.pin(-1)
+    for i in range(2000):
+        k = int(rng.integers(200))
+        if c.get(k) is None:
+            c.put(k, i)
+        assert -1 in c and len(c) <= 20
+    inserted = 1 + sum(1 for _, r in events if r == R.capacity or r == R.rejected) + len(c) - 1
+    assert inserted >= len(c) and all(k != -1 for k, _ in events)
+    c.unpin(-1)
+    c.clear()
+    assert len(c) == 0 and (-1, R.cleared) in events
+
+
+def test_mapping_protocol_and_key_types():
+    c = cache.LRUCache(10)
+    c[1] = "int"
+    c[b"\x01"] = "bytes"
+    assert c[1] == "int" and c[b"\x01"] == "bytes" and len(c) == 2
+    assert 1 in c and b"\x01" in c and 2 not in c
+    assert sorted(c, key=repr) == sorted([1, b"\x01"], key=repr)
+    with pytest.raises(KeyError):
+        c[2]
+    del c[1]
+    with pytest.raises(KeyError):
+        del c[1]
+    with pytest.raises(TypeError, match="cache keys must be int or bytes, got str"):
+        c["text"] = 1
+    with pytest.raises(ValueError, match="int64"):
+        c.put(2**70, 1)
+    assert c.get(5, "default") == "default" and c.peek(b"\x01") == "bytes"
+    # get, peek, put and the mapping protocol bypass pybind11's dispatcher: their argument checks
+    with pytest.raises(TypeError, match=r"get\(\) takes 1 to 2 positional arguments \(0 given\)"):
+        c.get()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        c.put(3, 3, colour=1)
+    with pytest.raises(TypeError, match="no keyword arguments"):
+        c.get(3, default=1)
+    with pytest.raises(OverflowError):
+        c.put(3, 3, weight=-1)
+    with pytest.raises(TypeError):
+        cache.LRUCache.get(cache.LFUCache(1), 3)  # a method of one policy's class on another's object
+    assert c.put(3, 3, cost=2, weight=1) == cache.PutResult.inserted
+    s = c.stats
+    assert (s.hits, s.misses) == (2, 2)  # c[1], c[b"\x01"] hit; c[2], get(5) missed (peek is no access)
+
+
+def test_pins_are_never_evicted():
+    events = []
+    c = cache.LRUCache(2, on_evict=lambda k, v, r: events.append((k, r)))
+    c[1], c[2] = "a", "b"
+    assert c.pin(1) == "a" and c.pins(1) == 1
+    c[3] = "c"  # evicts 2, the only unpinned entry
+    assert events == [(2, R.capacity)] and 1 in c
+    c.pin(3)
+    assert c.put(4, "d") == cache.PutResult.rejected and events[-1] == (4, R.rejected)
+    with pytest.raises(frugal.InvalidArgumentError, match="pinned"):
+        c.erase(1)
+    c.unpin(1)
+    with pytest.raises(frugal.InvalidArgumentError, match="not pinned"):
+        c.unpin(1)
+    with pytest.raises(KeyError):
+        c.pin(99)
+
+
+class Value:
+    pass
+
+
+def test_evicted_values_are_released():
+    c = cache.LRUCache(2)
+    refs = []
+    for k in range(5):
+        v = Value()
+        refs.append(weakref.ref(v))
+        c.put(k, v)
+    del v
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True, False, False]
+    seen = []
+    c.on_evict = lambda k, v, r: seen.append(weakref.ref(v))
+    c.clear()
+    assert len(seen) == 2 and all(r() is None for r in seen) and len(c) == 0
+    c[1] = Value()
+    last = weakref.ref(c[1])
+    del c
+    assert last() is None
+
+
+def test_a_value_released_by_an_eviction_may_use_the_cache():
+    # Without a callback too, evicted values are released after the C++ call, never inside it.
+    c = cache.LRUCache(2)
+
+    class Reentrant:
+        def __del__(self):
+            c.put(99, "from __del__")
+    c[1] = Reentrant()
+    c[2] = 2
+    c[3] = 3  # evicts 1, whose __del__ puts 99 and so evicts 2
+    assert sorted(c.keys()) == [3, 99]
+
+
+def test_cycles_through_the_cache_are_collected():
+    # A callback closing over its cache, or a value holding it, makes a cycle that only the
+    # cyclic garbage collector can free: the caches take part in it.
+    for make in (cache.LRUCache, cache.WTinyLFUCache):
+        c = make(4)
+        c.on_evict = lambda k, v, r: c.get(0)
+        v = Value()
+        v.owner = c
+        c[1] = v
+        c.pin(1)  # pinned values are released too
+        refs = weakref.ref(c), weakref.ref(v)
+        del c, v
+        gc.collect()
+        assert [r() for r in refs] == [None, None]
+    tree = cache.PrefixTree(budget_bytes=100)
+    tree.on_evict = lambda *chunk: tree.evictions
+    ref = weakref.ref(tree)
+    del tree
+    gc.collect()
+    assert ref() is None
+
+
+def test_callbacks_may_reenter_and_raise():
+    c = cache.LRUCache(2)
+
+    def demote(k, v, reason):  # re-entering the cache from its own callback is safe
+        if reason == R.capacity and k < 100:
+            c.put(k + 100, v)
+    c.on_evict = demote
+    for k in range(4):
+        c[k] = k
+    assert len(c) == 2 and c.weight <= 2
+
+    def boom(k, v, reason):
+        raise RuntimeError(f"callback saw {k}")
+    c.on_evict = boom
+    with pytest.raises(RuntimeError, match="callback saw"):
+        c[50] = 50
+    assert 50 in c and len(c) == 2  # the put completed before the callbacks ran
+    c.on_evict = None
+    c[51] = 51
+    with pytest.raises(TypeError, match="callable"):
+        c.on_evict = 5
+
+
+def test_wtinylfu_keeps_hot_keys_through_a_scan():
+    # The reason W-TinyLFU exists: a burst of one-time keys flushes LRU, not the sketch-guarded
+    # main region. (The cache is filled first: the policy drains its window into the main
+    # region only when it evicts.)
+    def hot_survivors(c):
+        for k in range(10_000, 10_100):
+            c.put(k, k)
+        for _ in range(20):
+            for k in range(50):
+                if c.get(k) is None:
+                    c.put(k, k)
+        for k in range(1000, 3000):
+            if c.get(k) is None:
+                c.put(k, k)
+        return sum(k in c for k in range(50))
+    assert hot_survivors(cache.LRUCache(100)) == 0
+    assert hot_survivors(cache.WTinyLFUCache(100)) >= 45
+    with pytest.raises(frugal.InvalidArgumentError, match="window fraction 1.5 is outside"):
+        cache.WTinyLFUCache(100, window_fraction=1.5)
+
+
+def test_gdsf_keeps_the_expensive_entry():
+    c = cache.GDSFCache(2)
+    c.put(1, "expensive", cost=10.0)
+    c.put(2, "cheap", cost=1.0)
+    c.put(3, "new", cost=1.0)
+    assert 1 in c and 2 not in c and 3 in c
+    lfuda = cache.LFUDACache(2)
+    lfuda[1] = 1
+    lfuda.get(1)
+    lfuda[2] = 2
+    lfuda[3] = 3
+    assert 1 in lfuda and 2 not in lfuda
+
+
+def test_capacity_can_shrink():
+    c = cache.LRUCache(5)
+    for k in range(5):
+        c[k] = k
+    c.capacity = 2
+    assert sorted(c.keys()) == [3, 4] and c.capacity == 2
+
+
+class Trie:
+    def __init__(self):
+        self.handles = {}
+
+    def insert(self, seq, handles):
+        for i in range(len(seq)):
+            self.handles.setdefault(tuple(seq[:i + 1]), handles[i])
+
+    def match(self, seq):
+        out = []
+        for i in range(len(seq)):
+            h = self.handles.get(tuple(seq[:i + 1]))
+            if h is None:
+                break
+            out.append(h)
+        return out
+
+
+@pytest.mark.parametrize("kind", [cache.PrefixTree, cache.LRUPrefixTree, cache.GDSFPrefixTree])
+def test_prefix_tree_matches_a_trie(rng, kind):
+    tree, trie = kind(budget_bytes=1 << 30), Trie()
+    for _ in range(200):
+        seq = rng.integers(0, 4, int(rng.integers(1, 8))).astype(np.int64)
+        with tree.match(seq) as m:
+            assert m.handles.tolist() == trie.match(seq.tolist())
+        handles = rng.integers(0, 1 << 40, len(seq)).astype(np.int64)
+        existing, cached = tree.insert(seq, handles, np.full(len(seq), 10, np.uint64))
+        assert existing == len(trie.match(seq.tolist())) and cached == len(seq)
+        trie.insert(seq.tolist(), handles.tolist())
+    assert len(tree) == len(trie.handles) and tree.bytes == 10 * len(tree)
+
+
+def test_prefix_tree_budget_pins_and_callbacks(rng, tmp_path):
+    evicted = []
+    tree = cache.LRUPrefixTree(budget_bytes=100, on_evict=lambda cid, h, b: evicted.append(b))
+    keep = np.array([1, 2, 3], np.int64)
+    tree.insert(keep, np.array([11, 12, 13]), np.array([10, 10, 10], np.uint64))
+    inserted = 30
+    with tree.match(keep) as m:
+        assert len(m) == 3
+        for _ in range(50):
+            seq = np.concatenate([[9], rng.integers(0, 50, 3)]).astype(np.int64)
+            existing, cached = tree.insert(seq, np.arange(4), np.full(4, 10, np.uint64))
+            inserted += 10 * (cached - existing)
+            assert tree.bytes <= 100
+            assert tree.cached_length(keep) == 3  # pinned: never evicted
+    assert inserted - sum(evicted) == tree.bytes
+    tree.save(tmp_path / "tree.idx")
+    other = cache.LRUPrefixTree(budget_bytes=100)
+    other.load(tmp_path / "tree.idx")
+    assert len(other) == len(tree) and other.bytes == tree.bytes
+    with other.match(keep) as m:
+        assert m.handles.tolist() == [11, 12, 13]
+    with pytest.raises(frugal.InvalidArgumentError, match="3 chunks, 2 handles"):
+        tree.insert(keep, np.array([1, 2]), np.array([1, 2, 3], np.uint64))
+
+
+def test_semantic_cache_against_numpy_cosine(rng):
+    dim, n = 16, 60
+    bank = cache.SemanticCache(capacity=1000, dim=dim, tau=0.8)
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    ids = [bank.insert(f"q{i}", vectors[i], answer=f"a{i}") for i in range(n)]
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True).astype(np.float64)
+    for _ in range(200):
+        base = vectors[int(rng.integers(n))]
+        query = (base + rng.normal(scale=float(rng.uniform(0, 1.5)), size=dim)).astype(np.float32)
+        cos = unit @ (query / np.linalg.norm(query))
+        best = int(np.argmax(cos))
+        hit = bank.lookup("unseen text", query)
+        if cos[best] >= 0.8 + 1e-5:
+            assert hit is not None and hit["query"] == f"q{best}" and hit["answer"] == f"a{best}"
+            assert hit["similarity"] == pytest.approx(cos[best], abs=1e-5) and not hit["exact"]
+        elif cos[best] < 0.8 - 1e-5:
+            assert hit is None
+    exact = bank.lookup("q3", np.ones(dim, np.float32))
+    assert exact["exact"] and exact["id"] == ids[3]
+    assert ids[5] in bank and bank.find(ids[5])["answer"] == "a5"
+
+
+def test_semantic_cache_capacity_and_answers(rng):
+    bank = cache.SemanticCache(capacity=3, dim=4, tau=0.99)
+    ids = [bank.insert(f"q{i}", np.eye(4, dtype=np.float32)[i % 4] + i) for i in range(4)]
+    assert ids[0] not in bank and len(bank) == 3
+    assert bank.find(ids[1])["answer"] is None
+    assert bank.set_answer(ids[1], "later") and bank.find(ids[1])["answer"] == "later"
+    with pytest.raises(frugal.InvalidArgumentError, match="exactly one of capacity"):
+        cache.SemanticCache(dim=4, tau=0.9)
+    with pytest.raises(frugal.InvalidArgumentError, match="outside"):
+        bank.tau = 2.0

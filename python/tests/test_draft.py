@@ -1,0 +1,236 @@
+"""frugal.draft against independent oracles: brute-force substring statistics, a Python
+transcription of Prompt Lookup Decoding, and drafts derived by hand from the documented
+probability rule."""
+import numpy as np
+import pytest
+
+import frugal
+from frugal import draft, sim
+
+
+def occurrences(docs, pattern):
+    """End positions (in the concatenated text) of `pattern` inside one document."""
+    ends, offset = [], 0
+    n = len(pattern)
+    for doc in docs:
+        for i in range(len(doc) - n + 1):
+            if doc[i:i + n] == pattern:
+                ends.append(offset + i + n - 1)
+        offset += len(doc)
+    return ends
+
+
+def test_suffix_automaton_matches_brute_force(rng):
+    docs = [rng.integers(0, 3, size=int(rng.integers(5, 30))).tolist() for _ in range(4)]
+    sam = draft.SuffixAutomaton()
+    for i, doc in enumerate(docs):
+        if i:
+            sam.begin_document()
+        sam.append(np.array(doc, np.int32))
+    assert len(sam) == sum(map(len, docs))
+    assert sam.text.tolist() == sum(docs, [])
+    for n in range(1, 6):
+        for pattern in {tuple(d[i:i + n]) for d in docs for i in range(len(d) - n + 1)} | {(7,) * n}:
+            ends = occurrences(docs, list(pattern))
+            s = sam.find(list(pattern))
+            if not ends:
+                assert s is None
+                continue
+            assert sam.count(s) == len(ends), pattern
+            assert sam.first_end(s) == ends[0] and sam.last_end(s) == ends[-1], pattern
+            assert sam.length(s) >= n
+
+
+def test_suffix_automaton_continuation_stays_in_its_document():
+    sam = draft.SuffixAutomaton()
+    sam.append([1, 2, 3])
+    sam.begin_document()
+    sam.append([4, 5])
+    assert sam.continuation(0, 10).tolist() == [2, 3]
+    assert sam.document_starts.tolist() == [0, 3]
+    assert sam.next(draft.SuffixAutomaton.root, 9) is None
+
+
+def python_pld(ids, max_ngram=3, num_pred=10):
+    """prompt-lookup-decoding's find_candidate_pred_tokens, transcribed from torch to lists."""
+    n_in = len(ids)
+    for n in range(max_ngram, 0, -1):
+        ngram = ids[-n:]
+        for idx in range(n_in - n + 1):
+            if ids[idx:idx + n] == ngram:
+                start, end = idx + n, idx + n + num_pred
+                if end <= n_in and start < n_in - n:
+                    return ids[start:end]
+    return []
+
+
+@pytest.mark.parametrize("max_ngram,num_pred", [(3, 10), (3, 2), (2, 5), (1, 1)])
+def test_prompt_lookup_matches_the_original(rng, max_ngram, num_pred):
+    for _ in range(200):
+        ctx = rng.integers(0, 4, size=int(rng.integers(max_ngram, 40))).astype(np.int32)
+        got = sim.prompt_lookup_draft(ctx, max_ngram, num_pred)
+        assert got.tolist() == python_pld(ctx.tolist(), max_ngram, num_pred)
+        if len(got):
+            assert np.shares_memory(got, ctx)  # a view into the context, as in C++
+
+
+def python_verify_tree(tokens, parents, predictions):
+    node, path, want = -1, [], predictions[0]
+    while True:
+        child = next((i for i in range(len(tokens)) if parents[i] == node and tokens[i] == want), None)
+        if child is None:
+            return path, want
+        node = child
+        path.append(child)
+        want = predictions[child + 1]
+
+
+def test_verify_against_python(rng):
+    for _ in range(300):
+        n = int(rng.integers(0, 12))
+        chain = rng.integers(0, 3, n).astype(np.int32)
+        pred = rng.integers(0, 3, n + 1).astype(np.int32)
+        r = draft.verify_chain(chain, pred)
+        k = next((i for i in range(n) if chain[i] != pred[i]), n)
+        assert (r.accepted, r.bonus) == (k, pred[k])
+        parents = np.array([int(rng.integers(-1, i)) if i else -1 for i in range(n)], np.int32)
+        t = draft.verify_tree(chain, parents, pred)
+        path, bonus = python_verify_tree(chain.tolist(), parents.tolist(), pred.tolist())
+        assert t.path.tolist() == path and t.accepted == len(path) and t.bonus == bonus
+
+
+def test_chain_follows_the_unique_continuation():
+    # With context_escape near 0 a token seen alone after the match has probability ~1, so the
+    # chain runs to max_draft; with the default escape each step's probability is below 1
+    # and the chain stops once its path probability would fall below min_path_score.
+    prompt = np.array(list(range(1, 21)) + [1, 2, 3], np.int32)
+    d = draft.Drafter(max_draft=10, context_escape=1e-9)
+    d.begin(prompt)
+    assert d.context_match == 3
+    assert d.chain().tolist() == list(range(4, 14))
+    tokens, parents, probs = d.chain_with_probabilities()
+    assert tokens.tolist() == list(range(4, 14)) and parents.tolist() == list(range(-1, 9))
+    assert probs.dtype == np.float32
+    np.testing.assert_allclose(probs, 1.0, rtol=1e-6)
+    d = draft.Drafter(max_draft=10)
+    d.begin(prompt)
+    tokens, parents, probs = d.chain_with_probabilities()
+    assert 0 < len(tokens) <= 10 and tokens.tolist() == list(range(4, 4 + len(tokens)))
+    assert np.all((probs > 0) & (probs < 1)) and np.prod(probs, dtype=np.float64) >= d.config.min_path_score
+    d.accept([4, 5])
+    d.accept(99)  # never seen: no match, no draft
+    assert d.context_match == 0 and d.chain().size == 0
+    assert d.context_size == len(prompt) + 3
+
+
+def test_history_drafts_and_documents():
+    history = draft.History(1000)
+    history.add(np.array([7, 8, 9, 10, 11, 12], np.int32))
+    history.add([40, 41])
+    assert len(history) == 8 and history.documents == 2
+    d = draft.Drafter(history, context_escape=1e-9, history_escape=1e-9)
+    d.begin([100, 101, 7, 8])
+    assert d.history_match == 2
+    assert d.chain().tolist() == [9, 10, 11, 12]  # stops at the document's end
+
+
+def test_tree_holds_both_continuations_best_first_with_probabilities():
+    # After "5 6": 7 twice (then 1 both times), 8 once (then 2). Best-first by path
+    # probability with escape near 0 (probability = count / total): 7 (2/3), 7 1 (1 given 7),
+    # 8 (1/3), 8 2 (1 given 8).
+    d = draft.Drafter(context_escape=1e-9, backoff=False, tree_budget=4, tree_depth=2)
+    d.begin([5, 6, 7, 1, 20, 5, 6, 8, 2, 21, 5, 6, 7, 1, 22, 5, 6])
+    assert d.context_match == 2
+    tokens, parents, probs = d.tree()
+    assert tokens.dtype == np.int32 and parents.dtype == np.int32 and probs.dtype == np.float32
+    assert tokens.tolist() == [7, 1, 8, 2] and parents.tolist() == [-1, 0, -1, 2]
+    np.testing.assert_allclose(probs, [2 / 3, 1, 1 / 3, 1], rtol=1e-6)
+
+
+def test_tree_children_probabilities_sum_to_at_most_one(rng):
+    for _ in range(50):
+        d = draft.Drafter(tree_budget=32)
+        d.begin(rng.integers(0, 4, 200).astype(np.int32))
+        tokens, parents, probs = d.tree()
+        for node in range(-1, len(tokens)):
+            assert probs[parents == node].sum(dtype=np.float64) <= 1 + 1e-5
+
+
+def test_history_round_trip_and_live_adds(tmp_path):
+    history = draft.History(1 << 12)
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 20, 50).astype(np.int32) for _ in range(5)]
+    for doc in docs:
+        history.add(doc)
+    history.save(tmp_path / "h.bin")
+    loaded = draft.History.load(tmp_path / "h.bin")
+    assert len(loaded) == len(history) and loaded.documents == history.documents
+    for doc in docs:
+        a, b = draft.Drafter(history), draft.Drafter(loaded)
+        a.begin(doc[:10])
+        b.begin(doc[:10])
+        assert a.chain().tolist() == b.chain().tolist()
+    # A drafter keeps drafting while outputs are added; its next draft sees them.
+    fresh = np.arange(1000, 1010, dtype=np.int32)
+    d = draft.Drafter(history, context_escape=1e-9, history_escape=1e-9)
+    d.begin(fresh[:3])
+    assert d.chain().size == 0
+    history.add(fresh, publish=False)
+    assert history.pending == 1 and d.chain().size == 0  # queued, not yet published
+    version = history.version
+    assert history.publish() and history.version == version + 1 and history.pending == 0
+    assert d.chain().tolist() == fresh[3:].tolist()
+
+
+def test_history_outlives_its_python_name():
+    history = draft.History(100)
+    history.add([1, 2, 3, 4])
+    d = draft.Drafter(history, context_escape=1e-9, history_escape=1e-9)
+    del history  # the drafter keeps it alive
+    d.begin([1, 2])
+    assert d.chain().tolist() == [3, 4]
+
+
+def test_speculator_batch_equals_one_drafter_per_request(rng):
+    history = draft.History(1 << 14)
+    for _ in range(20):
+        history.add(rng.integers(0, 30, 100).astype(np.int32))
+    spec = draft.Speculator(history, tree_budget=16)
+    prompts = {int(i): rng.integers(0, 30, 40).astype(np.int32) for i in rng.choice(1 << 40, 12, replace=False)}
+    oracle = {}
+    for rid, prompt in prompts.items():
+        spec.start(rid, prompt)
+        oracle[rid] = draft.Drafter(history, tree_budget=16)
+        oracle[rid].begin(prompt)
+    ids = list(prompts)
+    appended = {rid: [] for rid in ids}
+    for step in range(3):
+        got = spec.propose(ids)
+        for rid, (tokens, parents, probs) in zip(ids, got):
+            want = oracle[rid].tree()
+            assert tokens.tolist() == want[0].tolist() and parents.tolist() == want[1].tolist()
+            np.testing.assert_array_equal(probs, want[2])
+        chains = spec.propose(np.array(ids, np.uint64), tree=False)
+        for rid, (tokens, _, _) in zip(ids, chains):
+            assert tokens.tolist() == oracle[rid].chain().tolist()
+            accepted = np.append(tokens[:1], np.int32(step))
+            spec.append(rid, accepted)
+            oracle[rid].accept(accepted)
+            appended[rid] += accepted.tolist()
+    rid = ids[0]
+    assert spec.stop(rid).tolist() == appended[rid]  # the output: every token appended since start
+    assert rid not in spec and len(spec) == len(ids) - 1
+
+
+def test_speculator_refuses_bad_ids():
+    spec = draft.Speculator()
+    spec.start(1, [1, 2, 3])
+    with pytest.raises(frugal.InvalidArgumentError, match="already started"):
+        spec.start(1, [4])
+    with pytest.raises(frugal.InvalidArgumentError, match="never started"):
+        spec.propose([2])
+    with pytest.raises(frugal.InvalidArgumentError, match="twice"):
+        spec.propose([1, 1])
+    assert spec.stop(1).tolist() == []
+    with pytest.raises(frugal.InvalidArgumentError, match="was stopped"):
+        spec.append(1, [5])
