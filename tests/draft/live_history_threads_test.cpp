@@ -1,6 +1,7 @@
 // One writer adding and evicting outputs while requests keep drafting (run under TSan):
 // every snapshot a request drafts from matches a brute-force model of the history at some
-// point of the writer's sequence, and every drafted path occurred in it or the context.
+// point of the writer's sequence, and every drafted token is supported by that snapshot's
+// documents or the context.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -100,10 +101,17 @@ TEST(LiveHistoryThreads, RequestsDraftWhileTheWriterAddsAndEvicts) {
                 for (std::size_t i = 0; i < t.size(); ++i) {
                     if (t.parents[i] >= 0) path[i] = path[std::size_t(t.parents[i])];
                     path[i].push_back(t.tokens[i]);
-                    std::vector<int> s{context.back()};
-                    s.insert(s.end(), path[i].begin(), path[i].end());
-                    bool seen = occurs(context, s);
-                    for (const auto& doc : held) seen = seen || occurs(doc, s);
+                    // The drafter's sources: suffix matches of the context and of each
+                    // history generation, their back-offs (shorter matches, so only the
+                    // token before the node is certain to precede it), and resume points
+                    // (an earlier place of the context whose copy continues after an edit:
+                    // the whole path occurs there). So the node is supported when the pair
+                    // (previous token, node's token) occurs in the context or in a held
+                    // document, or its whole path occurs in the context.
+                    const int previous = path[i].size() > 1 ? path[i][path[i].size() - 2] : context.back();
+                    const std::vector<int> pair{previous, t.tokens[i]};
+                    bool seen = occurs(context, path[i]) || occurs(context, pair);
+                    for (const auto& doc : held) seen = seen || occurs(doc, pair);
                     ASSERT_TRUE(seen) << "step " << step << " node " << i;
                 }
                 // The model accepts the first drafted token half of the time, then a random one.
