@@ -1,5 +1,6 @@
 """frugal.cache against Python models: an OrderedDict LRU (with byte weights), a
-(frequency, promotion tick) LFU, a trie for the prefix tree and numpy cosine similarity for
+(frequency, promotion tick) LFU, SIEVE, S3-FIFO, ARC, 2Q and LIRS from their papers
+(policy_models.py), a trie for the prefix tree and numpy cosine similarity for
 the semantic cache; reference counting of evicted values; callbacks that re-enter or raise."""
 import gc
 import weakref
@@ -10,6 +11,7 @@ import pytest
 
 import frugal
 from frugal import cache
+from policy_models import ARCModel, LIRSModel, S3FIFOModel, SieveModel, TwoQueueModel
 
 R = cache.EvictionReason
 
@@ -108,44 +110,26 @@ def test_lfu_matches_the_model(rng):
     replay(cache.LFUCache(10), LFUModel(10), rng)
 
 
-class SieveModel:
-    """SIEVE (NSDI 2024) as its paper states it: a FIFO of entries, newest at the head; a hit
-    sets the entry's visited bit; the hand walks from the tail (oldest) toward the head,
-    clearing set bits, evicts the first unvisited entry and stays at its newer neighbour,
-    wrapping to the tail past the head. Gets and puts of new keys only."""
-
-    def __init__(self, capacity):
-        self.capacity, self.queue, self.visited, self.hand = capacity, [], {}, None
-
-    def get(self, k):
-        if k not in self.visited:
-            return False
-        self.visited[k] = True
-        return True
-
-    def put(self, k):
-        if len(self.queue) == self.capacity:
-            i = self.queue.index(self.hand) if self.hand is not None else 0
-            while self.visited[self.queue[i]]:
-                self.visited[self.queue[i]] = False
-                i = (i + 1) % len(self.queue)
-            victim = self.queue.pop(i)
-            del self.visited[victim]
-            self.hand = self.queue[i] if i < len(self.queue) else None
-        self.queue.append(k)
-        self.visited[k] = False
-
-
-def test_sieve_matches_the_paper(rng):
-    c, model = cache.SIEVECache(8), SieveModel(8)
-    for i in range(5000):
-        k = int(rng.zipf(1.3)) % 40
+@pytest.mark.parametrize("kind, model", [(cache.SIEVECache, SieveModel), (cache.S3FIFOCache, S3FIFOModel),
+                                         (cache.ARCCache, ARCModel), (cache.TwoQueueCache, TwoQueueModel),
+                                         (cache.LIRSCache, LIRSModel)])
+@pytest.mark.parametrize("capacity", [8, 100])
+def test_new_policies_match_their_papers(kind, model, capacity, rng):
+    # Skewed reuse (Zipf) mixed with uniform keys over four times the capacity, so that hits,
+    # ghost hits and one-hit wonders all occur; every eviction must agree, in order.
+    c, m = kind(capacity), model(capacity)
+    evicted = []
+    c.on_evict = lambda k, v, r: evicted.append((k, r))
+    for i in range(6000):
+        k = int(rng.zipf(1.2)) % (4 * capacity) if rng.random() < 0.5 else int(rng.integers(4 * capacity))
         hit = c.get(k) is not None
-        assert hit == model.get(k), i
+        assert hit == m.get(k), i
         if not hit:
             c.put(k, i)
-            model.put(k)
-        assert sorted(c.keys()) == sorted(model.queue), i
+            assert evicted == [(v, R.capacity) for v in m.put(k)], i
+            evicted.clear()
+        assert sorted(c.keys()) == sorted(m.keys()), i
+    assert c.stats.evicted(R.capacity) > 1000
 
 
 @pytest.mark.parametrize("kind", [cache.S3FIFOCache, cache.LIRSCache, cache.TwoQueueCache])
