@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <pybind11/stl.h>
@@ -32,6 +34,19 @@ using automaton = draft::suffix_automaton<token>;
 struct py_history {
     explicit py_history(std::unique_ptr<draft::live_history<token>> h) : history(std::move(h)) {}
     std::unique_ptr<draft::live_history<token>> history;
+};
+
+// A thread running live_history::publish_loop, owned by the Python object that started it:
+// stop() (or the with block's exit, or the object's deallocation) stops and joins it.
+struct py_publisher {
+    explicit py_publisher(draft::live_history<token>& h) : thread([&h](std::stop_token stop) { h.publish_loop(stop); }) {}
+    void stop() {
+        py::gil_scoped_release release;
+        if (!thread.joinable()) return;
+        thread.request_stop();
+        thread.join();
+    }
+    std::jthread thread;
 };
 
 struct py_drafter {
@@ -207,6 +222,14 @@ exact occurrence counts and first/last end positions per state.
         .def("__len__", guarded(&automaton::size, "SuffixAutomaton.__len__"));
 }
 
+void bind_publisher(py::module_& m) {
+    py::class_<py_publisher>(m, "HistoryPublisher", "The writer thread of a History (from History.start_publisher()).")
+        .def("stop", &py_publisher::stop, "Stops the thread after it publishes what is queued, and joins it.")
+        .def_property_readonly("running", [](const py_publisher& p) { return p.thread.joinable(); })
+        .def("__enter__", [](py_publisher& p) -> py_publisher& { return p; }, py::return_value_policy::reference_internal)
+        .def("__exit__", [](py_publisher& p, py::args) { p.stop(); });
+}
+
 void bind_history(py::module_& m) {
     py::class_<py_history>(m, "History", R"doc(
 The live history of past outputs, shared by every drafter and Speculator that is given it
@@ -242,6 +265,11 @@ keep drafting from the snapshot they hold and move to the newest one at their ne
                  return h.history->publish();
              },
              "Applies the queued documents and publishes a new snapshot; False when nothing was queued.")
+        .def("start_publisher", [](py_history& h) { return std::make_unique<py_publisher>(*h.history); },
+             py::keep_alive<0, 1>(),
+             "Starts a thread that publishes queued documents as they arrive (publish_loop), so add(publish=False) "
+             "from the request threads is all they pay; returns its HistoryPublisher (stop() or a with block ends it, "
+             "publishing what is left).")
         .def("save",
              [](py_history& h, const std::filesystem::path& path) {
                  py::gil_scoped_release release;
@@ -484,6 +512,7 @@ predictions[i + 1] its token after node i's path (len(tokens) + 1 of them).
 void bind_draft(py::module_ m) {
     bind_automaton(m);
     bind_history(m);
+    bind_publisher(m);
     bind_drafter(m);
     bind_speculator(m);
     bind_verify(m);

@@ -1,6 +1,8 @@
 """frugal.draft against independent oracles: brute-force substring statistics, a Python
 transcription of Prompt Lookup Decoding, and drafts derived by hand from the documented
 probability rule."""
+import time
+
 import numpy as np
 import pytest
 
@@ -180,6 +182,29 @@ def test_history_round_trip_and_live_adds(tmp_path):
     version = history.version
     assert history.publish() and history.version == version + 1 and history.pending == 0
     assert d.chain().tolist() == fresh[3:].tolist()
+
+
+def test_history_publisher_publishes_queued_adds():
+    # The oracle: the drafter continues a document only once it is published, and a
+    # publisher that was stopped publishes nothing more.
+    history = draft.History(1 << 12)
+    doc = np.arange(500, 520, dtype=np.int32)
+    d = draft.Drafter(history, context_escape=1e-9, history_escape=1e-9)
+    d.begin(doc[:4])
+    with history.start_publisher() as publisher:
+        assert publisher.running
+        version = history.version
+        history.add(doc, publish=False)
+        deadline = time.monotonic() + 10
+        while history.version == version and time.monotonic() < deadline:  # bumped once the snapshot is out
+            time.sleep(0.001)
+        assert history.version == version + 1 and history.pending == 0 and len(history) == len(doc)
+    assert not publisher.running
+    assert d.chain().tolist() == doc[4:].tolist()[:d.config.max_draft]
+    history.add([1, 2, 3], publish=False)
+    time.sleep(0.01)
+    assert history.pending == 1  # nothing publishes after stop()
+    publisher.stop()  # stopping twice is harmless
 
 
 def test_history_outlives_its_python_name():
