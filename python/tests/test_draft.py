@@ -242,6 +242,12 @@ def test_speculator_batch_equals_one_drafter_per_request(rng):
             spec.append(rid, accepted)
             oracle[rid].accept(accepted)
             appended[rid] += accepted.tolist()
+        tokens, parents, probs, offsets = spec.propose(ids, packed=True)  # the same trees, concatenated
+        assert offsets.dtype == np.int64 and offsets[0] == 0 and offsets[-1] == len(tokens) == len(parents)
+        for i, rid in enumerate(ids):
+            want, (a, b) = oracle[rid].tree(), offsets[i:i + 2]
+            assert tokens[a:b].tolist() == want[0].tolist() and parents[a:b].tolist() == want[1].tolist()
+            np.testing.assert_array_equal(probs[a:b], want[2])
     rid = ids[0]
     assert spec.stop(rid).tolist() == appended[rid]  # the output: every token appended since start
     assert rid not in spec and len(spec) == len(ids) - 1
