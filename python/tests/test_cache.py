@@ -170,6 +170,14 @@ def test_new_policies_keep_pins_and_report_every_exit(kind, rng):
     assert len(c) == 0 and (-1, R.cleared) in events
 
 
+@pytest.mark.parametrize("name", ["get", "peek", "put", "__getitem__", "__setitem__", "__contains__"])
+def test_hot_calls_take_the_vectorcall_path(name):
+    # CPython method descriptors (METH_FASTCALL), not pybind11's generic dispatcher, which
+    # alone costs more than a get (docs/python.md's overhead figures).
+    for kind in (cache.LRUCache, cache.S3FIFOCache, cache.SIEVECache):
+        assert type(kind.__dict__[name]) is type(str.upper), (kind, name)
+
+
 def test_mapping_protocol_and_key_types():
     c = cache.LRUCache(10)
     c[1] = "int"

@@ -125,6 +125,17 @@ def test_chain_follows_the_unique_continuation():
     assert d.context_size == len(prompt) + 3
 
 
+def test_chain_takes_the_vectorcall_path():
+    # The per-request call is a CPython method descriptor (METH_FASTCALL), not pybind11's
+    # generic dispatcher, which alone costs more than a draft (docs/python.md's overhead).
+    assert type(draft.Drafter.__dict__["chain"]) is type(str.upper)  # method_descriptor
+    d = draft.Drafter()
+    d.begin([1, 2, 1])
+    assert d.chain().dtype == np.int32
+    with pytest.raises(TypeError, match=r"chain\(\) takes 0 positional arguments \(1 given\)"):
+        d.chain(1)
+
+
 def test_history_drafts_and_documents():
     history = draft.History(1000)
     history.add(np.array([7, 8, 9, 10, 11, 12], np.int32))
