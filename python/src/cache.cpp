@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -71,10 +73,12 @@ struct evicted_entry {
     eviction_reason reason;
 };
 
-/// basic_cache over py_key -> py_value with an optional Python eviction callback. Calls hold
-/// the GIL (the values are Python objects), which also serializes them. A value that leaves
-/// the cache is moved out and released only after the C++ call returns: releasing it may
-/// run Python code (its __del__, the callback) that uses this cache again.
+/// basic_cache over py_key -> py_value with an optional Python eviction callback and an
+/// optional time to live (every Python cache can expire: 8 bytes an entry and a branch a
+/// lookup, nothing beside a Python call). Calls hold the GIL (the values are Python objects),
+/// which also serializes them. A value that leaves the cache is moved out and released only
+/// after the C++ call returns: releasing it may run Python code (its __del__, the callback)
+/// that uses this cache again.
 template <class Policy>
 class py_cache {
 public:
@@ -87,14 +91,19 @@ public:
         });
     }
 
+    // A lookup may remove an expired entry: its value is delivered after the result is taken.
     py::object get(py::handle key, py::object fallback) {
         const py_value* v = core_.get(to_key(key));
-        return v != nullptr ? v->object : fallback;
+        py::object r = v != nullptr ? v->object : std::move(fallback);
+        deliver();
+        return r;
     }
     py::object getitem(py::handle key) {
         const py_value* v = core_.get(to_key(key));
-        if (v == nullptr) throw py::key_error(py::repr(key).cast<std::string>());
-        return v->object;
+        py::object r = v != nullptr ? v->object : py::object();
+        deliver();
+        if (!r) throw py::key_error(py::repr(key).cast<std::string>());
+        return r;
     }
     py::object peek(py::handle key, py::object fallback) {
         const py_value* v = core_.peek(to_key(key));
@@ -120,8 +129,10 @@ public:
     }
     py::object pin(py::handle key) {
         const py_value* v = core_.pin(to_key(key));
-        if (v == nullptr) throw py::key_error(py::repr(key).cast<std::string>());
-        return v->object;
+        py::object r = v != nullptr ? v->object : py::object();
+        deliver();
+        if (!r) throw py::key_error(py::repr(key).cast<std::string>());
+        return r;
     }
     void unpin(py::handle key) {
         core_.unpin(to_key(key));
@@ -131,6 +142,22 @@ public:
     void set_capacity(std::size_t capacity) {
         core_.set_capacity(capacity);
         deliver();
+    }
+    void set_ttl(std::optional<double> seconds, bool after_access) {
+        const double s = seconds.value_or(0.0);
+        FRUGAL_CHECK(std::isfinite(s) && s >= 0 && s < 9e9, "ttl = ", s, " s must be finite, non-negative and below 9e9");
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+        FRUGAL_CHECK(ns.count() > 0 || s == 0, "ttl = ", s, " s rounds to 0 ns (use None to turn expiry off)");
+        core_.set_expiry({ns, after_access});
+        ttl_ = ns.count() > 0 ? seconds : std::nullopt;
+        after_access_ = after_access;
+    }
+    [[nodiscard]] std::optional<double> ttl() const noexcept { return ttl_; }
+    [[nodiscard]] bool ttl_after_access() const noexcept { return after_access_; }
+    std::size_t purge_expired() {
+        const std::size_t n = core_.purge_expired();
+        deliver();
+        return n;
     }
     py::list keys() const {
         py::list out;
@@ -169,7 +196,11 @@ private:
     }
 
     deferred_callback<evicted_entry> on_evict_;  // before core_: it outlives the core's callback calls
-    cache::basic_cache<py_key, py_value, Policy, value_weigher> core_;
+    cache::basic_cache<py_key, py_value, Policy, value_weigher, std::hash<py_key>, std::equal_to<py_key>,
+                       cache::intrusive_index, cache::with_expiry>
+        core_;
+    std::optional<double> ttl_;  // as given (the core keeps nanoseconds)
+    bool after_access_ = false;
 };
 
 /// PutResult's three Python objects, made once (put() returns one per call).
@@ -245,14 +276,17 @@ template <class Policy, class... Extra, class... ExtraArgs>
 void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs... extra_args) {
     using T = py_cache<Policy>;
     py::class_<T> cls(m, name, doc, collected_by_gc<T>());
-    cls.def(py::init([](std::size_t capacity, py::object on_evict, std::optional<Extra>... extra) {
+    cls.def(py::init([](std::size_t capacity, py::object on_evict, std::optional<double> ttl, bool ttl_after_access,
+                        std::optional<Extra>... extra) {
                  std::unique_ptr<T> c;
                  if ((extra.has_value() && ...)) c = std::make_unique<T>(capacity, *extra...);
                  else c = std::make_unique<T>(capacity);
                  c->set_on_evict(std::move(on_evict));
+                 c->set_ttl(ttl, ttl_after_access);
                  return c;
              }),
-             py::arg("capacity"), py::kw_only(), py::arg("on_evict") = py::none(), extra_args...)
+             py::arg("capacity"), py::kw_only(), py::arg("on_evict") = py::none(), py::arg("ttl") = py::none(),
+             py::arg("ttl_after_access") = false, extra_args...)
         .def("erase", &T::erase, py::arg("key"), "Removes `key`; False when absent. A pinned key raises.")
         .def("__delitem__", &T::delitem, py::arg("key"))
         .def("clear", &T::clear, "Removes every unpinned entry.")
@@ -270,6 +304,14 @@ void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs...
         .def_property_readonly("weight", [](const T& c) { return c.core().weight(); }, "Total weight held.")
         .def_property_readonly("stats", [](const T& c) { return c.core().stats(); })
         .def("reset_stats", &T::reset_stats)
+        .def("set_ttl", &T::set_ttl, py::arg("ttl"), py::kw_only(), py::arg("after_access") = false,
+             "Gives entries a time to live of `ttl` seconds after their last put (after_access: after their last "
+             "get too), from their next write or access on; None turns expiry off. An expired entry leaves "
+             "(EvictionReason.expired) when a get or pin next looks it up, or by purge_expired(); `in` and peek() "
+             "do not check it. Pinned entries do not expire while pinned.")
+        .def_property_readonly("ttl", &T::ttl, "The time to live in seconds (None: entries never expire).")
+        .def_property_readonly("ttl_after_access", &T::ttl_after_access)
+        .def("purge_expired", &T::purge_expired, "Removes every unpinned expired entry; returns how many. O(n).")
         .def_property("on_evict", &T::on_evict, &T::set_on_evict,
                       "Called as on_evict(key, value, reason) after each call for every entry that left or was "
                       "refused; None: off.");
@@ -303,6 +345,7 @@ void bind_policies(py::module_& m) {
 Keys are int (int64) or bytes, values any Python object (released when evicted). The
 capacity counts weight units: entries by default, bytes when each put() gives weight=bytes.
 Pinned entries are never evicted; a new entry that cannot fit beside them is refused.
+ttl= gives entries a time to live in seconds (see set_ttl).
 
     c = {name}(1000, on_evict=lambda key, value, reason: print(key, reason))
     c.put(b"prompt-hash", kv_block, weight=4096)

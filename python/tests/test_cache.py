@@ -3,6 +3,7 @@
 (policy_models.py), a trie for the prefix tree and numpy cosine similarity for
 the semantic cache; reference counting of evicted values; callbacks that re-enter or raise."""
 import gc
+import time
 import weakref
 from collections import OrderedDict
 
@@ -176,6 +177,56 @@ def test_hot_calls_take_the_vectorcall_path(name):
     # alone costs more than a get (docs/python.md's overhead figures).
     for kind in (cache.LRUCache, cache.S3FIFOCache, cache.SIEVECache):
         assert type(kind.__dict__[name]) is type(str.upper), (kind, name)
+
+
+@pytest.mark.parametrize("kind", [cache.LRUCache, cache.S3FIFOCache, cache.WTinyLFUCache])
+def test_time_to_live_against_the_clock(kind):
+    # Oracle: time.monotonic() (CLOCK_MONOTONIC, the C++ steady_clock) read around each call;
+    # a claim is checked only where the readings decide it, so a stalled machine skips it.
+    ttl, events = 0.3, []
+    c = kind(100, ttl=ttl, on_evict=lambda k, v, r: events.append((k, r)))
+    assert c.ttl == ttl and not c.ttl_after_access
+    written = time.monotonic()
+    c.put(1, "a")
+    c.put(2, "b")
+    c.pin(2)
+    done = time.monotonic()
+    hit = c.get(1)
+    if time.monotonic() - written < ttl:
+        assert hit == "a" and events == []
+    time.sleep(max(0.0, done + ttl - time.monotonic()) + 0.02)  # both deadlines passed
+    assert 1 in c and c.peek(1) == "a"  # `in` and peek do not check the deadline
+    assert c.get(1) is None and events == [(1, R.expired)] and 1 not in c
+    assert c.purge_expired() == 0 and c.get(2) == "b"  # pinned: never expires while pinned
+    c.unpin(2)
+    assert c.purge_expired() == 1 and events[-1] == (2, R.expired) and len(c) == 0
+    assert c.stats.evicted(R.expired) == 2
+    c.set_ttl(None)
+    c.put(3, "c")
+    time.sleep(0.02)
+    assert c.ttl is None and c.get(3) == "c" and c.purge_expired() == 0
+
+
+def test_time_to_live_after_access():
+    # Each get restamps the deadline; a hit is certain while less than ttl passed from the
+    # start of the previous access to the end of this one.
+    ttl = 0.3
+    c = cache.LRUCache(10, ttl=ttl, ttl_after_access=True)
+    written = previous = time.monotonic()
+    c.put(1, "a")
+    for _ in range(4):  # read every ttl / 2: it outlives two ttls since its put
+        time.sleep(ttl / 2)
+        before = time.monotonic()
+        hit = c.get(1)
+        if time.monotonic() - previous >= ttl:
+            pytest.skip("the machine stalled: the claim is not decided")
+        assert hit == "a"
+        previous = before
+    assert time.monotonic() - written > ttl
+    time.sleep(ttl + 0.02)
+    assert c.get(1) is None
+    with pytest.raises(frugal.InvalidArgumentError, match="ttl = -1"):
+        c.set_ttl(-1.0)
 
 
 def test_mapping_protocol_and_key_types():
