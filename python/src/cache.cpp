@@ -305,8 +305,8 @@ void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs...
         .def_property_readonly("stats", [](const T& c) { return c.core().stats(); })
         .def("reset_stats", &T::reset_stats)
         .def("set_ttl", &T::set_ttl, py::arg("ttl"), py::kw_only(), py::arg("after_access") = false,
-             "Gives entries a time to live of `ttl` seconds after their last put (after_access: after their last "
-             "get too), from their next write or access on; None turns expiry off. An expired entry leaves "
+             "Gives the entries written from now on a time to live of `ttl` seconds after their put "
+             "(after_access: renewed by each get); None turns expiry off. An expired entry leaves "
              "(EvictionReason.expired) when a get or pin next looks it up, or by purge_expired(); `in` and peek() "
              "do not check it. Pinned entries do not expire while pinned.")
         .def_property_readonly("ttl", &T::ttl, "The time to live in seconds (None: entries never expire).")

@@ -261,8 +261,8 @@ keep drafting from the snapshot they hold and move to the newest one at their ne
 
     history = History(1 << 20)
     history.add(response_tokens)           # visible to the next draft
-    with history.start_publisher():        # or: a writer thread publishes what request threads
-        history.add(output, publish=False) #     queue
+    with history.start_publisher():        # a writer thread publishes
+        history.add(output, publish=False) # what request threads queue
     history.save("history.bin")
     restored = History.load("history.bin")
     drafter = Drafter(history=restored)
@@ -539,8 +539,8 @@ predictions[i + 1] its token after node i's path (len(tokens) + 1 of them).
 
 void bind_draft(py::module_ m) {
     bind_automaton(m);
+    bind_publisher(m);  // before History, whose start_publisher returns it
     bind_history(m);
-    bind_publisher(m);
     bind_drafter(m);
     bind_speculator(m);
     bind_verify(m);

@@ -207,6 +207,15 @@ def test_time_to_live_against_the_clock(kind):
     assert c.ttl is None and c.get(3) == "c" and c.purge_expired() == 0
 
 
+def test_set_ttl_applies_to_entries_written_after_it():
+    c = cache.LRUCache(10)
+    c.put(1, "old")
+    c.set_ttl(0.05)
+    c.put(2, "new")
+    time.sleep(0.1)
+    assert c.get(1) == "old" and c.get(2) is None
+
+
 def test_time_to_live_after_access():
     # Each get restamps the deadline; a hit is certain while less than ttl passed from the
     # start of the previous access to the end of this one.
