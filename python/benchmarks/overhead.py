@@ -104,6 +104,25 @@ def speculator_propose_64():
     return seconds, cpp, rounds
 
 
+@case("batch tree draft, 64 requests, propose(packed=True)", "batch", "<= 1.5x C++")
+def speculator_propose_packed_64():
+    prompts = draft_prompts()
+    rounds = 20
+    cpp, cpp_drafted = _overhead.speculator_propose(prompts, rounds)
+    spec = draft.Speculator()
+    ids = np.arange(len(prompts), dtype=np.uint64)
+    for i, p in zip(ids.tolist(), prompts):
+        spec.start(i, p)
+    drafted = 0
+    start = time.perf_counter()
+    for _ in range(rounds):
+        tokens, _parents, _probabilities, _offsets = spec.propose(ids, packed=True)
+        drafted += len(tokens)
+    seconds = time.perf_counter() - start
+    assert drafted == cpp_drafted, "the Python and C++ batches must draft the same nodes"
+    return seconds, cpp, rounds
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=20, help="runs of each case; the fastest of each side is kept")

@@ -2,7 +2,11 @@
 // template, one line per policy), the prefix tree of chunk sequences and the semantic cache
 // over numpy embeddings.
 
+#include <algorithm>
 #include <array>
+#include <bit>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -69,10 +73,12 @@ struct evicted_entry {
     eviction_reason reason;
 };
 
-/// basic_cache over py_key -> py_value with an optional Python eviction callback. Calls hold
-/// the GIL (the values are Python objects), which also serializes them. A value that leaves
-/// the cache is moved out and released only after the C++ call returns: releasing it may
-/// run Python code (its __del__, the callback) that uses this cache again.
+/// basic_cache over py_key -> py_value with an optional Python eviction callback and an
+/// optional time to live (every Python cache can expire: 8 bytes an entry and a branch a
+/// lookup, nothing beside a Python call). Calls hold the GIL (the values are Python objects),
+/// which also serializes them. A value that leaves the cache is moved out and released only
+/// after the C++ call returns: releasing it may run Python code (its __del__, the callback)
+/// that uses this cache again.
 template <class Policy>
 class py_cache {
 public:
@@ -85,14 +91,19 @@ public:
         });
     }
 
+    // A lookup may remove an expired entry: its value is delivered after the result is taken.
     py::object get(py::handle key, py::object fallback) {
         const py_value* v = core_.get(to_key(key));
-        return v != nullptr ? v->object : fallback;
+        py::object r = v != nullptr ? v->object : std::move(fallback);
+        deliver();
+        return r;
     }
     py::object getitem(py::handle key) {
         const py_value* v = core_.get(to_key(key));
-        if (v == nullptr) throw py::key_error(py::repr(key).cast<std::string>());
-        return v->object;
+        py::object r = v != nullptr ? v->object : py::object();
+        deliver();
+        if (!r) throw py::key_error(py::repr(key).cast<std::string>());
+        return r;
     }
     py::object peek(py::handle key, py::object fallback) {
         const py_value* v = core_.peek(to_key(key));
@@ -118,8 +129,10 @@ public:
     }
     py::object pin(py::handle key) {
         const py_value* v = core_.pin(to_key(key));
-        if (v == nullptr) throw py::key_error(py::repr(key).cast<std::string>());
-        return v->object;
+        py::object r = v != nullptr ? v->object : py::object();
+        deliver();
+        if (!r) throw py::key_error(py::repr(key).cast<std::string>());
+        return r;
     }
     void unpin(py::handle key) {
         core_.unpin(to_key(key));
@@ -129,6 +142,22 @@ public:
     void set_capacity(std::size_t capacity) {
         core_.set_capacity(capacity);
         deliver();
+    }
+    void set_ttl(std::optional<double> seconds, bool after_access) {
+        const double s = seconds.value_or(0.0);
+        FRUGAL_CHECK(std::isfinite(s) && s >= 0 && s < 9e9, "ttl = ", s, " s must be finite, non-negative and below 9e9");
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+        FRUGAL_CHECK(ns.count() > 0 || s == 0, "ttl = ", s, " s rounds to 0 ns (use None to turn expiry off)");
+        core_.set_expiry({ns, after_access});
+        ttl_ = ns.count() > 0 ? seconds : std::nullopt;
+        after_access_ = after_access;
+    }
+    [[nodiscard]] std::optional<double> ttl() const noexcept { return ttl_; }
+    [[nodiscard]] bool ttl_after_access() const noexcept { return after_access_; }
+    std::size_t purge_expired() {
+        const std::size_t n = core_.purge_expired();
+        deliver();
+        return n;
     }
     py::list keys() const {
         py::list out;
@@ -167,7 +196,11 @@ private:
     }
 
     deferred_callback<evicted_entry> on_evict_;  // before core_: it outlives the core's callback calls
-    cache::basic_cache<py_key, py_value, Policy, value_weigher> core_;
+    cache::basic_cache<py_key, py_value, Policy, value_weigher, std::hash<py_key>, std::equal_to<py_key>,
+                       cache::intrusive_index, cache::with_expiry>
+        core_;
+    std::optional<double> ttl_;  // as given (the core keeps nanoseconds)
+    bool after_access_ = false;
 };
 
 /// PutResult's three Python objects, made once (put() returns one per call).
@@ -243,14 +276,17 @@ template <class Policy, class... Extra, class... ExtraArgs>
 void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs... extra_args) {
     using T = py_cache<Policy>;
     py::class_<T> cls(m, name, doc, collected_by_gc<T>());
-    cls.def(py::init([](std::size_t capacity, py::object on_evict, std::optional<Extra>... extra) {
+    cls.def(py::init([](std::size_t capacity, py::object on_evict, std::optional<double> ttl, bool ttl_after_access,
+                        std::optional<Extra>... extra) {
                  std::unique_ptr<T> c;
                  if ((extra.has_value() && ...)) c = std::make_unique<T>(capacity, *extra...);
                  else c = std::make_unique<T>(capacity);
                  c->set_on_evict(std::move(on_evict));
+                 c->set_ttl(ttl, ttl_after_access);
                  return c;
              }),
-             py::arg("capacity"), py::kw_only(), py::arg("on_evict") = py::none(), extra_args...)
+             py::arg("capacity"), py::kw_only(), py::arg("on_evict") = py::none(), py::arg("ttl") = py::none(),
+             py::arg("ttl_after_access") = false, extra_args...)
         .def("erase", &T::erase, py::arg("key"), "Removes `key`; False when absent. A pinned key raises.")
         .def("__delitem__", &T::delitem, py::arg("key"))
         .def("clear", &T::clear, "Removes every unpinned entry.")
@@ -268,6 +304,14 @@ void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs...
         .def_property_readonly("weight", [](const T& c) { return c.core().weight(); }, "Total weight held.")
         .def_property_readonly("stats", [](const T& c) { return c.core().stats(); })
         .def("reset_stats", &T::reset_stats)
+        .def("set_ttl", &T::set_ttl, py::arg("ttl"), py::kw_only(), py::arg("after_access") = false,
+             "Gives the entries written from now on a time to live of `ttl` seconds after their put "
+             "(after_access: renewed by each get); None turns expiry off. An expired entry leaves "
+             "(EvictionReason.expired) when a get or pin next looks it up, or by purge_expired(); `in` and peek() "
+             "do not check it. Pinned entries do not expire while pinned.")
+        .def_property_readonly("ttl", &T::ttl, "The time to live in seconds (None: entries never expire).")
+        .def_property_readonly("ttl_after_access", &T::ttl_after_access)
+        .def("purge_expired", &T::purge_expired, "Removes every unpinned expired entry; returns how many. O(n).")
         .def_property("on_evict", &T::on_evict, &T::set_on_evict,
                       "Called as on_evict(key, value, reason) after each call for every entry that left or was "
                       "refused; None: off.");
@@ -301,6 +345,7 @@ void bind_policies(py::module_& m) {
 Keys are int (int64) or bytes, values any Python object (released when evicted). The
 capacity counts weight units: entries by default, bytes when each put() gives weight=bytes.
 Pinned entries are never evicted; a new entry that cannot fit beside them is refused.
+ttl= gives entries a time to live in seconds (see set_ttl).
 
     c = {name}(1000, on_evict=lambda key, value, reason: print(key, reason))
     c.put(b"prompt-hash", kv_block, weight=4096)
@@ -348,19 +393,20 @@ struct evicted_chunk {
     chunk_id id;
     handle_type handle;
     std::size_t bytes;
+    eviction_reason reason;
 };
 
 template <class Policy>
 struct py_prefix_tree {
     using tree_type = cache::prefix_tree<chunk_id, handle_type, Policy>;
     explicit py_prefix_tree(std::size_t budget) : tree(memory_budget(budget)) {
-        tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes, cache::eviction_reason why) {
-            if (why != cache::eviction_reason::destroyed) on_evict.push({id, h, bytes});  // no callback from a deallocation
+        tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes, eviction_reason why) {
+            if (why != eviction_reason::destroyed) on_evict.push({id, h, bytes, why});  // no callback from a deallocation
         });
     }
     void set_on_evict(py::object cb) { on_evict.set(std::move(cb)); }
     void deliver() {
-        on_evict.deliver([](const py::object& cb, const evicted_chunk& e) { cb(e.id, e.handle, e.bytes); });
+        on_evict.deliver([](const py::object& cb, const evicted_chunk& e) { cb(e.id, e.handle, e.bytes, e.reason); });
     }
     int traverse(visitproc visit, void* arg) const { return on_evict.traverse(visit, arg); }
     void clear_references() { set_on_evict(py::none()); }
@@ -375,7 +421,8 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
     using match = typename T::tree_type::prefix_match;
     const std::string match_name = std::string(name) + "Match";
     py::class_<match>(m, match_name.c_str(),
-                      "A pinned longest cached prefix; a context manager that releases its pins on exit.")
+                      "A request's lock on its longest cached prefix (from match(), extended by insert(lock=...)); a "
+                      "context manager that releases it on exit.")
         .def("__len__", &match::length)
         .def_property_readonly("handles",
                                [](const match& mt) {
@@ -383,8 +430,9 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
                                    for (std::size_t i = 0; i < h.size(); ++i) h[i] = mt.handle(i);
                                    return adopt(std::move(h));
                                },
-                               "Handles of the cached chunks (int64 array).")
+                               "Handles of the locked chunks (int64 array).")
         .def("handle", &match::handle, py::arg("i"))
+        .def_property_readonly("namespace", &match::namespace_key, "The namespace key the lock was taken in.")
         .def("release", &match::release, "Drops the pins; the chunks become evictable again.")
         .def("__enter__", [](match& mt) -> match& { return mt; }, py::return_value_policy::reference_internal)
         .def("__exit__", [](match& mt, py::args) { mt.release(); });
@@ -397,20 +445,23 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
              }),
              py::arg("budget_bytes"), py::kw_only(), py::arg("on_evict") = py::none())
         .def("match",
-             [](T& t, py::handle chunks) {
+             [](T& t, py::handle chunks, std::uint64_t ns) {
                  const array_view<chunk_id> c(chunks, "chunks");
-                 return without_gil(t.busy, "PrefixTree.match", [&] { return t.tree.match(c.span()); });
+                 return without_gil(t.busy, "PrefixTree.match", [&] { return t.tree.match(c.span(), ns); });
              },
-             py::arg("chunks"), py::keep_alive<0, 1>(),
-             "The longest cached prefix of `chunks`, pinned until released (use it in a with block).")
+             py::arg("chunks"), py::kw_only(), py::arg("namespace") = 0, py::keep_alive<0, 1>(),
+             "The longest cached prefix of `chunks` in `namespace` (the model or adapter), locked until released "
+             "(use it in a with block); each matched chunk counts one access.")
         .def("cached_length",
-             [](T& t, py::handle chunks) {
+             [](T& t, py::handle chunks, std::uint64_t ns) {
                  const array_view<chunk_id> c(chunks, "chunks");
-                 return without_gil(t.busy, "PrefixTree.cached_length", [&] { return t.tree.cached_length(c.span()); });
+                 return without_gil(t.busy, "PrefixTree.cached_length", [&] { return t.tree.cached_length(c.span(), ns); });
              },
-             py::arg("chunks"), "Length of the longest cached prefix, without pinning or counting an access.")
+             py::arg("chunks"), py::kw_only(), py::arg("namespace") = 0,
+             "Length of the longest cached prefix, without locking or counting an access.")
         .def("insert",
-             [](T& t, py::handle chunks, py::handle handles, py::handle bytes, py::object costs) {
+             [](T& t, py::handle chunks, py::handle handles, py::handle bytes, py::object costs, std::optional<std::uint64_t> ns,
+                match* lock) {
                  const array_view<chunk_id> c(chunks, "chunks");
                  const array_view<handle_type> h(handles, "handles");
                  const array_view<std::uint64_t> b(bytes, "bytes");
@@ -420,26 +471,47 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
                               "PrefixTree.insert: ", c.size(), " chunks, ", h.size(), " handles, ", b.size(),
                               " byte sizes", k ? " and " + std::to_string(k->size()) + " costs" : std::string(),
                               " (must be equal)");
+                 FRUGAL_CHECK(lock == nullptr || !ns || *ns == lock->namespace_key(), "PrefixTree.insert: namespace ",
+                              ns.value_or(0), " differs from the lock's ", lock ? lock->namespace_key() : 0);
                  std::vector<cache::chunk_value<handle_type>> values(c.size());
                  for (std::size_t i = 0; i < values.size(); ++i)
                      values[i] = {h.data()[i], static_cast<std::size_t>(b.data()[i]), k ? k->data()[i] : 1.0};
+                 const std::span<const cache::chunk_value<handle_type>> v(values);
                  const auto r = without_gil(t.busy, "PrefixTree.insert", [&] {
-                     return t.tree.insert(c.span(), std::span<const cache::chunk_value<handle_type>>(values));
+                     return lock != nullptr ? t.tree.insert(*lock, c.span(), v) : t.tree.insert(c.span(), v, ns.value_or(0));
                  });
                  t.deliver();
                  return py::make_tuple(r.existing, r.cached);
              },
-             py::arg("chunks"), py::arg("handles"), py::arg("bytes"), py::arg("costs") = py::none(),
+             py::arg("chunks"), py::arg("handles"), py::arg("bytes"), py::arg("costs") = py::none(), py::kw_only(),
+             py::arg("namespace") = py::none(), py::arg("lock") = py::none(),
              "Adds `chunks` with a handle, a byte size (uint64) and optionally a recompute cost (float64) per "
              "chunk. Returns (existing, cached): [0, existing) were cached already, [existing, cached) were "
-             "added, the rest did not fit beside the pinned chunks.")
+             "added, the rest did not fit beside the locked chunks (they stay the caller's). With `lock` (a "
+             "match on a prefix of `chunks`, in its namespace) every chunk of the result joins the lock and "
+             "stays protected until it is released; without one the path is evictable at once.")
+        .def("evict",
+             [](T& t, std::size_t bytes) {
+                 const auto r = without_gil(t.busy, "PrefixTree.evict", [&] { return t.tree.evict(bytes); });
+                 t.deliver();
+                 return py::make_tuple(r.bytes, r.chunks);
+             },
+             py::arg("bytes"),
+             "Evicts unlocked leaves until at least `bytes` were freed or none is left; returns (bytes freed, "
+             "chunks evicted).")
         .def("evict_one",
              [](T& t) {
                  const bool r = without_gil(t.busy, "PrefixTree.evict_one", [&] { return t.tree.evict_one(); });
                  t.deliver();
                  return r;
              },
-             "Evicts the policy's first unpinned leaf; False when every leaf is pinned (or none).")
+             "Evicts the policy's first unlocked leaf; False when every leaf is locked (or none).")
+        .def("clear",
+             [](T& t) {
+                 without_gil(t.busy, "PrefixTree.clear", [&] { t.tree.clear(); });
+                 t.deliver();
+             },
+             "Removes every unlocked chunk (reason EvictionReason.cleared); locked paths stay.")
         .def_property("budget", [](const T& t) { return t.tree.budget(); },
                       [](T& t, std::size_t bytes) {
                           without_gil(t.busy, "PrefixTree.budget", [&] { t.tree.set_budget(memory_budget(bytes)); });
@@ -447,16 +519,44 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
                       },
                       "The byte budget; setting it evicts down to it.")
         .def_property_readonly("bytes", [](const T& t) { return t.tree.bytes(); })
+        .def_property_readonly("locked_bytes", [](const T& t) { return t.tree.locked_bytes(); },
+                               "Bytes of the locked chunks (what no eviction can free).")
         .def_property_readonly("evictions", [](const T& t) { return t.tree.evictions(); })
         .def("__len__", [](const T& t) { return t.tree.size(); })
         .def("save",
              [](T& t, const std::filesystem::path& p) { without_gil(t.busy, "PrefixTree.save", [&] { t.tree.save(p); }); },
              py::arg("path"), "Writes the index crash-safely (temporary file, fsync, rename).")
         .def("load",
-             [](T& t, const std::filesystem::path& p) { without_gil(t.busy, "PrefixTree.load", [&] { t.tree.load(p); }); },
-             py::arg("path"), "Replaces the contents with a saved index (validated; nothing may be pinned).")
+             [](T& t, const std::filesystem::path& p) {
+                 without_gil(t.busy, "PrefixTree.load", [&] { t.tree.load(p); });
+                 t.deliver();
+             },
+             py::arg("path"),
+             "Replaces the contents with a saved index (validated; nothing may be locked); the chunks it "
+             "replaces leave as EvictionReason.cleared.")
         .def_property("on_evict", [](const T& t) { return t.on_evict.callable(); }, &T::set_on_evict,
-                      "Called as on_evict(chunk_id, handle, bytes) for each evicted chunk; None: off.");
+                      "Called as on_evict(chunk_id, handle, bytes, reason) after each call for every chunk that left; "
+                      "None: off.");
+}
+
+void bind_page_keys(py::module_& m) {
+    m.def("page_keys",
+          [](py::handle tokens, std::size_t page_size, std::uint64_t ns) {
+              const array_view<std::int32_t> t(tokens, "tokens");
+              // int64, the prefix trees' chunk id type (the same 64 bits as the C++ uint64 keys).
+              const std::vector<std::uint64_t> keys = cache::page_keys(t.span(), page_size, ns);
+              std::vector<chunk_id> ids(keys.size());
+              std::transform(keys.begin(), keys.end(), ids.begin(), [](std::uint64_t k) { return std::bit_cast<chunk_id>(k); });
+              return adopt(std::move(ids));
+          },
+          py::arg("tokens"), py::arg("page_size"), py::arg("namespace") = 0,
+          R"doc(Keys of the full pages of `tokens` (int32), vLLM-style: each page's key hashes its tokens chained
+on the previous page's key, the first seeded with `namespace`, so equal keys mean equal
+prefixes (an int64 array, the prefix trees' chunk ids; a last, partial page gets no key). A
+prefix tree keyed by them matches at page granularity.
+
+    keys = page_keys(prompt, 16, namespace=adapter_id)
+    with tree.match(keys) as m: ...)doc");
 }
 
 // ---- semantic cache -------------------------------------------------------------------
@@ -574,10 +674,11 @@ void bind_cache(py::module_ m) {
 PerCache's knowledge bank: a tree of chunk-id sequences whose nodes hold the caller's int64
 handles to per-chunk tensors, under a byte budget with leaf-only eviction.
 
-    tree = {name}(budget_bytes=512 << 20)
-    with tree.match(chunks) as m:               # m pins the cached prefix
-        reuse(m.handles); handles, sizes = prefill(chunks[len(m):])
-        tree.insert(chunks, all_handles, all_sizes)
+    tree = {name}(budget_bytes=512 << 20, on_evict=free_kv)   # free_kv(id, handle, bytes, reason)
+    with tree.match(chunks, namespace=model_id) as lock:     # the request's lock on its cached prefix
+        handles, sizes = prefill(chunks, reuse=lock.handles)   # one per chunk (cached ones ignored)
+        tree.insert(chunks, handles, sizes, lock=lock)       # the new chunks join the lock
+        decode(...)                                          # released on exit: evictable again
 )doc";
     auto doc = [&](const char* head, const char* name) {
         std::string d = std::string(head) + tree_doc;
@@ -588,6 +689,11 @@ handles to per-chunk tensors, under a byte budget with leaf-only eviction.
     bind_prefix_tree<cache::lru_policy>(m, "LRUPrefixTree", doc("Evicts the least recently used leaf.", "LRUPrefixTree").c_str());
     bind_prefix_tree<cache::gdsf_policy>(m, "GDSFPrefixTree",
                                        doc("PGDSF (RAGCache): evicts low frequency x cost / bytes first.", "GDSFPrefixTree").c_str());
+    bind_prefix_tree<cache::s3fifo_policy>(
+        m, "S3FIFOPrefixTree",
+        doc("S3-FIFO over the leaves: chunks used once (a one-off document) leave from the small queue before "
+            "they can push out prefixes that requests share.", "S3FIFOPrefixTree").c_str());
+    bind_page_keys(m);
     bind_semantic(m);
 }
 

@@ -1,10 +1,13 @@
 // frugal.draft: frugal::draft's suffix automaton, history, drafter and verification, over
 // int32 tokens (numpy int32 arrays in and out).
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <pybind11/stl.h>
@@ -32,6 +35,19 @@ using automaton = draft::suffix_automaton<token>;
 struct py_history {
     explicit py_history(std::unique_ptr<draft::live_history<token>> h) : history(std::move(h)) {}
     std::unique_ptr<draft::live_history<token>> history;
+};
+
+// A thread running live_history::publish_loop, owned by the Python object that started it:
+// stop() (or the with block's exit, or the object's deallocation) stops and joins it.
+struct py_publisher {
+    explicit py_publisher(draft::live_history<token>& h) : thread([&h](std::stop_token stop) { h.publish_loop(stop); }) {}
+    void stop() {
+        py::gil_scoped_release release;
+        if (!thread.joinable()) return;
+        thread.request_stop();
+        thread.join();
+    }
+    std::jthread thread;
 };
 
 struct py_drafter {
@@ -77,6 +93,27 @@ draft::draft_tree<token> make_tree(py::handle tokens, py::handle parents) {
 py::tuple tree_arrays(const draft::draft_tree<token>* t) {
     return py::make_tuple(copy_out(std::span<const token>(t->tokens)), copy_out(std::span<const std::int32_t>(t->parents)),
                           copy_out(std::span<const float>(t->probabilities)));
+}
+
+// A batch of drafts as (tokens, parents, probabilities, offsets) with request i's nodes at
+// [offsets[i], offsets[i + 1]): four arrays for the batch instead of three per request, the
+// layout a batched verifier takes (FlashInfer's indptr).
+py::tuple packed_trees(std::span<const draft::draft_tree<token>* const> drafts) {
+    py::array_t<std::int64_t> offsets(static_cast<py::ssize_t>(drafts.size() + 1));
+    std::int64_t* off = offsets.mutable_data();
+    off[0] = 0;
+    for (std::size_t i = 0; i < drafts.size(); ++i) off[i + 1] = off[i] + static_cast<std::int64_t>(drafts[i]->tokens.size());
+    const auto total = static_cast<py::ssize_t>(off[drafts.size()]);
+    py::array_t<token> tokens(total);
+    py::array_t<std::int32_t> parents(total);
+    py::array_t<float> probabilities(total);
+    for (std::size_t i = 0; i < drafts.size(); ++i) {
+        const auto& t = *drafts[i];
+        std::copy(t.tokens.begin(), t.tokens.end(), tokens.mutable_data() + off[i]);
+        std::copy(t.parents.begin(), t.parents.end(), parents.mutable_data() + off[i]);
+        std::copy(t.probabilities.begin(), t.probabilities.end(), probabilities.mutable_data() + off[i]);
+    }
+    return py::make_tuple(std::move(tokens), std::move(parents), std::move(probabilities), std::move(offsets));
 }
 
 // Drafter.chain through vectorcall (fast_method): the call that runs once per request and
@@ -207,6 +244,14 @@ exact occurrence counts and first/last end positions per state.
         .def("__len__", guarded(&automaton::size, "SuffixAutomaton.__len__"));
 }
 
+void bind_publisher(py::module_& m) {
+    py::class_<py_publisher>(m, "HistoryPublisher", "The writer thread of a History (from History.start_publisher()).")
+        .def("stop", &py_publisher::stop, "Stops the thread after it publishes what is queued, and joins it.")
+        .def_property_readonly("running", [](const py_publisher& p) { return p.thread.joinable(); })
+        .def("__enter__", [](py_publisher& p) -> py_publisher& { return p; }, py::return_value_policy::reference_internal)
+        .def("__exit__", [](py_publisher& p, py::args) { p.stop(); });
+}
+
 void bind_history(py::module_& m) {
     py::class_<py_history>(m, "History", R"doc(
 The live history of past outputs, shared by every drafter and Speculator that is given it
@@ -216,6 +261,8 @@ keep drafting from the snapshot they hold and move to the newest one at their ne
 
     history = History(1 << 20)
     history.add(response_tokens)           # visible to the next draft
+    with history.start_publisher():        # a writer thread publishes
+        history.add(output, publish=False) # what request threads queue
     history.save("history.bin")
     restored = History.load("history.bin")
     drafter = Drafter(history=restored)
@@ -242,6 +289,11 @@ keep drafting from the snapshot they hold and move to the newest one at their ne
                  return h.history->publish();
              },
              "Applies the queued documents and publishes a new snapshot; False when nothing was queued.")
+        .def("start_publisher", [](py_history& h) { return std::make_unique<py_publisher>(*h.history); },
+             py::keep_alive<0, 1>(),
+             "Starts a thread that publishes queued documents as they arrive (publish_loop), so add(publish=False) "
+             "from the request threads is all they pay; returns its HistoryPublisher (stop() or a with block ends it, "
+             "publishing what is left).")
         .def("save",
              [](py_history& h, const std::filesystem::path& path) {
                  py::gil_scoped_release release;
@@ -420,7 +472,7 @@ the GIL), stop it and hand its output to the History.
              },
              py::arg("id"), py::arg("tokens"), "Appends the tokens the model accepted for `id` (bonus included).")
         .def("propose",
-             [](py_speculator& sp, py::handle ids, bool tree) {
+             [](py_speculator& sp, py::handle ids, bool tree, bool packed) -> py::object {
                  const array_view<draft::request_id> batch(ids, "ids");
                  busy_flag::guard g(sp.busy, "Speculator.propose");
                  std::span<const draft::draft_tree<token>* const> drafts;
@@ -429,13 +481,17 @@ the GIL), stop it and hand its output to the History.
                      drafts = sp.s.propose(batch.span(), default_thread_pool(),
                                            tree ? draft::draft_shape::tree : draft::draft_shape::chain);
                  }
+                 if (packed) return packed_trees(drafts);
                  py::list out(drafts.size());
                  for (std::size_t i = 0; i < drafts.size(); ++i) out[i] = tree_arrays(drafts[i]);
                  return out;
              },
-             py::arg("ids"), py::kw_only(), py::arg("tree") = true,
+             py::arg("ids"), py::kw_only(), py::arg("tree") = true, py::arg("packed") = false,
              "Drafts for every id of `ids` (uint64) in one call; returns one (tokens, parents, probabilities) per id, "
-             "trees (tree=True) or chains. Unknown, stopped or repeated ids raise before anything is drafted.")
+             "trees (tree=True) or chains. packed=True returns the batch as four arrays instead, (tokens, parents, "
+             "probabilities, offsets): request i's draft is [offsets[i], offsets[i + 1]) of each, its parents "
+             "counted within it (-1: a child of its last token). Unknown, stopped or repeated ids raise before "
+             "anything is drafted.")
         .def("stop",
              [](py_speculator& sp, draft::request_id id) {
                  const auto out = without_gil(sp.busy, "Speculator.stop", [&] { return sp.s.stop(id); });
@@ -483,6 +539,7 @@ predictions[i + 1] its token after node i's path (len(tokens) + 1 of them).
 
 void bind_draft(py::module_ m) {
     bind_automaton(m);
+    bind_publisher(m);  // before History, whose start_publisher returns it
     bind_history(m);
     bind_drafter(m);
     bind_speculator(m);

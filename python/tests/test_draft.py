@@ -1,6 +1,8 @@
 """frugal.draft against independent oracles: brute-force substring statistics, a Python
 transcription of Prompt Lookup Decoding, and drafts derived by hand from the documented
 probability rule."""
+import time
+
 import numpy as np
 import pytest
 
@@ -123,6 +125,17 @@ def test_chain_follows_the_unique_continuation():
     assert d.context_size == len(prompt) + 3
 
 
+def test_chain_takes_the_vectorcall_path():
+    # The per-request call is a CPython method descriptor (METH_FASTCALL), not pybind11's
+    # generic dispatcher, which alone costs more than a draft (docs/python.md's overhead).
+    assert type(draft.Drafter.__dict__["chain"]) is type(str.upper)  # method_descriptor
+    d = draft.Drafter()
+    d.begin([1, 2, 1])
+    assert d.chain().dtype == np.int32
+    with pytest.raises(TypeError, match=r"chain\(\) takes 0 positional arguments \(1 given\)"):
+        d.chain(1)
+
+
 def test_history_drafts_and_documents():
     history = draft.History(1000)
     history.add(np.array([7, 8, 9, 10, 11, 12], np.int32))
@@ -182,6 +195,29 @@ def test_history_round_trip_and_live_adds(tmp_path):
     assert d.chain().tolist() == fresh[3:].tolist()
 
 
+def test_history_publisher_publishes_queued_adds():
+    # The oracle: the drafter continues a document only once it is published, and a
+    # publisher that was stopped publishes nothing more.
+    history = draft.History(1 << 12)
+    doc = np.arange(500, 520, dtype=np.int32)
+    d = draft.Drafter(history, context_escape=1e-9, history_escape=1e-9)
+    d.begin(doc[:4])
+    with history.start_publisher() as publisher:
+        assert publisher.running
+        version = history.version
+        history.add(doc, publish=False)
+        deadline = time.monotonic() + 10
+        while history.version == version and time.monotonic() < deadline:  # bumped once the snapshot is out
+            time.sleep(0.001)
+        assert history.version == version + 1 and history.pending == 0 and len(history) == len(doc)
+    assert not publisher.running
+    assert d.chain().tolist() == doc[4:].tolist()[:d.config.max_draft]
+    history.add([1, 2, 3], publish=False)
+    time.sleep(0.01)
+    assert history.pending == 1  # nothing publishes after stop()
+    publisher.stop()  # stopping twice is harmless
+
+
 def test_history_outlives_its_python_name():
     history = draft.History(100)
     history.add([1, 2, 3, 4])
@@ -217,6 +253,12 @@ def test_speculator_batch_equals_one_drafter_per_request(rng):
             spec.append(rid, accepted)
             oracle[rid].accept(accepted)
             appended[rid] += accepted.tolist()
+        tokens, parents, probs, offsets = spec.propose(ids, packed=True)  # the same trees, concatenated
+        assert offsets.dtype == np.int64 and offsets[0] == 0 and offsets[-1] == len(tokens) == len(parents)
+        for i, rid in enumerate(ids):
+            want, (a, b) = oracle[rid].tree(), offsets[i:i + 2]
+            assert tokens[a:b].tolist() == want[0].tolist() and parents[a:b].tolist() == want[1].tolist()
+            np.testing.assert_array_equal(probs[a:b], want[2])
     rid = ids[0]
     assert spec.stop(rid).tolist() == appended[rid]  # the output: every token appended since start
     assert rid not in spec and len(spec) == len(ids) - 1

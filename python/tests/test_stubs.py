@@ -9,7 +9,7 @@ import pytest
 import frugal
 
 STUB_ONLY = {"_Cache", "_PrefixMatch", "_PrefixTree", "SemanticEntry", "SemanticHit", "ProgressiveModel", "Key", "T",
-             "EvictionCallback", "ChunkCallback", "DraftArrays"}
+             "EvictionCallback", "ChunkCallback", "DraftArrays", "PackedDrafts"}
 
 
 def stub_of(name):
