@@ -25,6 +25,7 @@
 #include <frugal/attention/batch_attention.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
+#include <frugal/core/huge_page_allocator.hpp>
 #include <frugal/sim/staged_attention.hpp>
 
 #include "harness.hpp"
@@ -287,7 +288,9 @@ struct serve_batch {
 template <class T>
 struct serve_pool {
     std::vector<std::int32_t> indptr{0}, indices, last;
-    std::vector<T> k, v;
+    // One block per pool, on huge pages where the system allows, as an engine preallocates
+    // its KV pool: pages handed out in a shuffled order then cost no TLB miss per page.
+    std::vector<T, huge_page_allocator<T>> k, v;
     std::size_t pages = 0, page_size = 0, kv_heads = 0, d = 0;
     attention::kv_layout layout;
     serve_pool(const serve_batch& b, const serve_workload& w, bool contiguous)
