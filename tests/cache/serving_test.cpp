@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -66,6 +67,14 @@ TEST(CacheExpiry, TimeToLiveAfterWriteAndAfterAccessWithAFakeClock) {
     c.put(2, 2);
     EXPECT_NE(c.get(1), nullptr) << "6 s old";
     clock.now += 5s;  // 1 is 11 s old (an access does not extend it), 2 is 5 s old
+    EXPECT_FALSE(c.contains(1)) << "expired: absent to every lookup";
+    EXPECT_EQ(std::as_const(c).peek(1), nullptr);
+    EXPECT_TRUE(c.contains(2));
+    std::vector<int> seen;
+    c.for_each([&](const int& k, const int&) { seen.push_back(k); });
+    EXPECT_EQ(seen, std::vector<int>{2});
+    EXPECT_EQ(c.size(), 2u) << "held until a lookup or purge removes it";
+    EXPECT_TRUE(log.empty());
     EXPECT_EQ(c.get(1), nullptr);
     EXPECT_NE(c.get(2), nullptr);
     EXPECT_EQ(log, (std::vector<std::pair<int, eviction_reason>>{{1, eviction_reason::expired}}));

@@ -311,7 +311,8 @@ public:
 
     /// Gives entries a time to live (see `expiry`), from the next write or access on; a zero
     /// `ttl` turns expiry off. An expired entry is removed (reason `expired`) when it is next
-    /// looked up, or by `purge_expired`; until then it may also leave by eviction. Pinned
+    /// looked up, or by `purge_expired`; until then it may also leave by eviction, `size()`
+    /// counts it, and `peek`, `contains` and `for_each` pass it over. Pinned
     /// entries do not expire while pinned. Only with `Expiry = with_expiry`.
     void set_expiry(expiry e)
         requires expiring
@@ -342,19 +343,32 @@ public:
         return n == nullptr ? nullptr : &n->value;
     }
 
-    /// The value of `key` without counting an access; nullptr when absent.
+    /// The value of `key` without counting an access; nullptr when absent or expired (an
+    /// expired entry stays until a lookup, `purge_expired` or an eviction removes it).
+    /// @code
+    /// if (const auto* v = cache.peek(key)) use(*v);   // LRU order unchanged
+    /// @endcode
     [[nodiscard]] const Value* peek(const Key& key) const { return const_cast<basic_cache*>(this)->peek(key); }
     [[nodiscard]] Value* peek(const Key& key) {
         node_type* n = index_.find(key, hash_of(key));
-        return n == nullptr ? nullptr : &n->value;
+        return n == nullptr || stale(*n) ? nullptr : &n->value;
     }
 
-    /// Calls `f(key, value)` for every entry, in no particular order, without counting
-    /// accesses. `f` must not modify the cache.
+    /// Calls `f(key, value)` for every entry that has not expired, in no particular order,
+    /// without counting accesses. `f` must not modify the cache.
+    /// @code
+    /// cache.for_each([&](const auto& key, const auto& value) { total += value.size(); });
+    /// @endcode
     template <class F>
     void for_each(F&& f) const {
-        const_cast<basic_cache*>(this)->index_.for_each([&](node_type& n) { f(std::as_const(n.key), std::as_const(n.value)); });
+        const_cast<basic_cache*>(this)->index_.for_each([&](node_type& n) {
+            if (!stale(n)) f(std::as_const(n.key), std::as_const(n.value));
+        });
     }
+    /// Whether `key` is held and has not expired (no access counted).
+    /// @code
+    /// if (!cache.contains(key)) cache.put(key, load(key));
+    /// @endcode
     [[nodiscard]] bool contains(const Key& key) const { return peek(key) != nullptr; }
 
     /// Inserts `key` or replaces its value, then evicts by the policy until the weight fits.
@@ -455,6 +469,15 @@ private:
     [[nodiscard]] static bool expired(const node_type& n, std::int64_t now) noexcept {
         return n.expires_at != 0 && now >= n.expires_at;
     }
+    // An unpinned entry past its deadline: what a lookup would remove (reads the clock only
+    // for an entry that has a deadline).
+    [[nodiscard]] bool stale([[maybe_unused]] const node_type& n) const {
+        if constexpr (expiring) {
+            return n.expires_at != 0 && n.pins == 0 && expired(n, now_ns());
+        } else {
+            return false;
+        }
+    }
     void stamp([[maybe_unused]] node_type& n) {
         if constexpr (expiring) {
             if (expiry_.ttl.count() == 0) {
@@ -470,7 +493,7 @@ private:
         const std::size_t h = hash_of(key);
         node_type* n = index_.find(key, h);
         if constexpr (expiring) {
-            if (n != nullptr && n->expires_at != 0 && n->pins == 0 && expired(*n, now_ns())) {
+            if (n != nullptr && stale(*n)) {
                 remove(n, eviction_reason::expired);
                 n = nullptr;
             }
