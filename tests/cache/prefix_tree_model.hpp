@@ -19,9 +19,10 @@ using value = frugal::cache::chunk_value<int>;
 enum class tree_kind { lru, lfu, gdsf };
 
 // The leaves a policy may evict, by brute force: each entry's rank is recomputed by the
-// policy's rule on every call, the victim found by a scan. LRU: the last time it entered or
-// was accessed; LFU: (accesses, that time); GDSF: (clock + accesses x cost / bytes computed
-// then, that time), the clock raised to each evicted priority.
+// policy's rule on every call, the victim found by a scan. LRU: the last time it was created
+// or accessed (SGLang's RadixCache rule: a leaf that becomes evictable again keeps that time);
+// LFU: (accesses, the last time it entered or was accessed); GDSF: (clock + accesses x cost /
+// bytes computed then, that time), the clock raised to each evicted priority.
 class policy_model {
 public:
     explicit policy_model(tree_kind k) : kind_(k) {}
@@ -40,7 +41,9 @@ public:
         ++e.freq;
         enter(e);
     }
-    void reattach(entry& e) { enter(e); }
+    void reattach(entry& e) {
+        if (kind_ != tree_kind::lru) enter(e);
+    }
     void evicted(const entry& e) {
         if (kind_ == tree_kind::gdsf) clock_ = e.priority;
     }

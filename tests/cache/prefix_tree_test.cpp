@@ -107,6 +107,25 @@ TEST(PrefixTree, GdsfMatchesReference) {
     run_against_reference<frugal::cache::gdsf_policy>(kind::gdsf, 5, 1500, 8);
 }
 
+TEST(PrefixTree, LruRanksALeafByItsLastAccessAsSglangDoes) {
+    // Oracle: SGLang's RadixCache rule, worked by hand: the victim is the evictable leaf whose
+    // last access is oldest, and a parent left a leaf by an eviction keeps its own time.
+    std::vector<int> evicted;
+    frugal::cache::prefix_tree<int, int, frugal::cache::lru_policy> tree(frugal::memory_budget(4));
+    tree.set_eviction_callback([&](const int&, int& h, std::size_t) { evicted.push_back(h); });
+    ASSERT_EQ(tree.insert(seq{1, 2, 3}, std::vector<value>{{10, 1}, {11, 1}, {12, 1}}).cached, 3u);  // times 1-3
+    ASSERT_EQ(tree.insert(seq{7}, std::vector<value>{{70, 1}}).cached, 1u);                          // time 4
+    tree.match(seq{7}).release();                                                                  // 7: time 5
+    tree.match(seq{1, 2, 3}).release();                                                            // 1-3: times 6-8
+    tree.match(seq{7}).release();                                                                  // 7: time 9
+    // {1,2,3} (8) is the oldest leaf; then {1,2} (7) and {1} (6), each left a leaf by the
+    // eviction before it and older than {7} (9). Reattaching them as most recent would
+    // evict {7} second.
+    ASSERT_EQ(tree.insert(seq{8}, std::vector<value>{{80, 3}}).cached, 1u);
+    EXPECT_EQ(evicted, (std::vector<int>{12, 11, 10}));
+    EXPECT_EQ(tree.cached_length(seq{7}), 1u);
+}
+
 TEST(PrefixTree, PinnedPrefixSurvivesAndOnlyLeavesAreEvicted) {
     std::vector<int> evicted;  // outlives the tree: its destructor reports
     frugal::cache::prefix_tree<int, int> tree(frugal::memory_budget(10));

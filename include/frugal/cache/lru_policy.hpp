@@ -35,6 +35,30 @@ public:
         weight_ -= n.weight;
     }
     void move_to_back(Node& n) noexcept { list_.splice(list_.end(), list_, list_.iterator_to(n)); }
+    /// Inserts `n` into a list kept in the order `before` defines (a strict weak order: `n`
+    /// goes after every entry `before(entry, n)` holds for), scanning from both ends at
+    /// once, so the cost is the distance to the nearer end.
+    template <class Before>
+    void insert_ordered(Node& n, Before before) {
+        auto back = list_.end(), front = list_.begin();
+        while (true) {
+            if (back == list_.begin()) {
+                list_.push_front(n);
+                break;
+            }
+            if (before(*std::prev(back), n)) {
+                list_.insert(back, n);
+                break;
+            }
+            --back;
+            if (front == list_.end() || !before(*front, n)) {
+                list_.insert(front, n);
+                break;
+            }
+            ++front;
+        }
+        weight_ += n.weight;
+    }
     [[nodiscard]] Node* front() noexcept { return list_.empty() ? nullptr : &list_.front(); }
     /// The entry after `n` (toward the back), or nullptr when `n` is the last.
     [[nodiscard]] Node* next(Node& n) noexcept {
@@ -75,6 +99,9 @@ private:
 /// frugal::cache::basic_cache<int, std::string, frugal::cache::lru_policy> c(100);
 /// @endcode
 struct lru_policy {
+    /// The victim order is the order of last access alone: an owner that keeps access times
+    /// may reattach an entry at its place (`state::reattach_ordered`).
+    static constexpr bool access_ordered = true;
     struct node_data : detail::lru_hook {};
     template <class Node>
     class state {
@@ -84,6 +111,16 @@ struct lru_policy {
         void touch(Node& n) noexcept { list_.move_to_back(n); }
         void remove(Node& n) noexcept { list_.erase(n); }
         void reattach(Node& n) noexcept { list_.push_back(n); }
+        /// Reattaches `n` at the place of its last access among the others, for an owner that
+        /// keeps access times (`older(a, b)`: a was last accessed before b): the prefix tree,
+        /// where a chunk becomes evictable again long after its last access.
+        /// @code
+        /// state.reattach_ordered(n, [](const auto& a, const auto& b) { return a.last_access < b.last_access; });
+        /// @endcode
+        template <class Older>
+        void reattach_ordered(Node& n, Older older) {
+            list_.insert_ordered(n, older);
+        }
         void replace(Node& n, double /*cost*/) noexcept { list_.push_back(n); }  // most recent
         void evict(Node& n) noexcept { list_.erase(n); }
         [[nodiscard]] Node* victim() noexcept { return list_.front(); }

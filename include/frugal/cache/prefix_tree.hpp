@@ -130,6 +130,13 @@ struct huge_page_pool_blocks {
         huge_page_allocator<char>{}.deallocate(p - header, header + bytes);
     }
 };
+/// A prefix tree node's last access time, kept only for policies that order by it.
+template <bool Kept>
+struct access_time {};
+template <>
+struct access_time<true> {
+    std::uint64_t last_access = 0;
+};
 }  // namespace detail
 
 
@@ -184,7 +191,9 @@ template <std::integral Token>
 ///   `gdsf_policy`, RAGCache's PGDSF with cost = recompute time; `s3fifo_policy`, ...). Only
 ///   unpinned leaves are in the policy: a node enters it when it becomes one (its pins
 ///   released, or its last child evicted) and re-enters as the cache core reattaches an
-///   unpinned entry; every access along a path counts for each node on it.
+///   unpinned entry; every access along a path counts for each node on it. With `lru_policy`
+///   a node re-enters at the place of its last access (creation or match), so leaves are
+///   ranked by last access as SGLang's RadixCache ranks them.
 /// - A chunk that cannot fit beside the locked bytes is refused before anything is evicted.
 /// - `evict(bytes)` frees at least that much where possible and reports what left.
 /// - Every chunk that leaves (evicted, cleared, replaced by `load`, or still held when the tree
@@ -210,7 +219,12 @@ class prefix_tree {
         ChunkId id;
         std::uint64_t ns;
     };
-    struct node : Policy::node_data {
+    // With a policy whose victim order is the order of last access (LRU), nodes keep their
+    // access time and a leaf that becomes evictable again (its last child evicted, its lock
+    // released) takes its place by that time, as SGLang's RadixCache ranks leaves; other
+    // policies reattach it as their rules say.
+    static constexpr bool orders_by_access = requires { requires Policy::access_ordered; };
+    struct node : Policy::node_data, detail::access_time<orders_by_access> {
         node(tree_key k, const chunk_value<Handle>& v, std::size_t h)
             : key(std::move(k)), handle(v.handle), chunk_cost(v.cost), weight(v.bytes), hash(h) {}
         tree_key key;
@@ -437,6 +451,7 @@ public:
             }
             FRUGAL_ASSERT(fits(bytes_, v.bytes));
             node* n = s_->create(parent, sequence[r.cached], ns, v);
+            stamp(*n);
             bytes_ += v.bytes;
             if constexpr (expects_newcomers<policy_state>) {
                 // Right after expect(), as the policy's ghost bookkeeping needs.
@@ -585,6 +600,7 @@ public:
             node* p = parent == no_parent ? nullptr : nodes[parent];
             if (fresh->find(p, id, ns) != nullptr) fail("record ", i, " duplicates a child id of its parent");
             node* n = fresh->create(p, id, ns, chunk_value<Handle>{handle, static_cast<std::size_t>(bytes), cost});
+            stamp(*n);  // the file keeps no times: records in file order
             nodes.push_back(n);
             frequencies.push_back(get<std::uint64_t>(in, off + 32 + sizeof(ChunkId) + sizeof(Handle)));
             total += static_cast<std::size_t>(bytes);
@@ -636,6 +652,7 @@ private:
 
     // An access to `n`: the policy records it whether or not `n` is an evictable leaf now.
     void access(node& n) {
+        stamp(n);
         if (n.in_policy) {
             policy_->touch(n);
             return;
@@ -648,13 +665,24 @@ private:
     // A chunk added while locked is admitted when it first enters the policy (policies without
     // ghosts; one set operation instead of three per new chunk).
     void enter_policy(node& n) {
-        if (n.admitted) {
+        if constexpr (orders_by_access) {
+            if (!n.admitted) {
+                policy_->admit(n, n.chunk_cost);
+                policy_->remove(n);
+                n.admitted = true;
+            }
+            policy_->reattach_ordered(n, [](const node& a, const node& b) { return a.last_access < b.last_access; });
+        } else if (n.admitted) {
             policy_->reattach(n);
         } else {
             policy_->admit(n, n.chunk_cost);
             n.admitted = true;
         }
         n.in_policy = true;
+    }
+    // A new access time for `n` (its creation or an access), with policies that order by it.
+    void stamp([[maybe_unused]] node& n) noexcept {
+        if constexpr (orders_by_access) n.last_access = ++clock_;
     }
     void pin(node& n) {
         FRUGAL_CHECK(n.pins < std::numeric_limits<std::uint32_t>::max(), "prefix_tree: a chunk already has ", n.pins,
@@ -706,7 +734,7 @@ private:
     }
 
     std::size_t budget_, bytes_ = 0, pinned_ = 0, pinned_bytes_ = 0;
-    std::uint64_t evictions_ = 0;
+    std::uint64_t evictions_ = 0, clock_ = 0;
     std::unique_ptr<store> s_;
     std::unique_ptr<policy_state> policy_;
     eviction_callback on_evict_;
