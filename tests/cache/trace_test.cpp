@@ -75,44 +75,55 @@ TEST(CacheTraces, LruMatchesTheIndependentSimulatorOnLirsTraces) {
     EXPECT_EQ(lru_hits(l, 2000), 504489u);
 }
 
+// One point of issue 21's table: a bundled trace, its format, a capacity and libCacheSim's hit
+// ratio there (percent, two decimals; unit sizes, default parameters).
+struct libcachesim_point {
+    const char* trace;
+    const char* format;
+    std::size_t capacity;
+    double percent;
+};
+
+// Replays each point with `Policy`; skips (with the message of FRUGAL_SHARED_DATA_OR_SKIP) when
+// the shared data is absent.
 template <class Policy>
-double hit_percent(const std::vector<frugal::bench::trace_request>& trace, std::size_t capacity) {
-    return 100.0 * static_cast<double>(hits<Policy>(trace, capacity)) / static_cast<double>(trace.size());
+void expect_libcachesim(const std::vector<libcachesim_point>& points) {
+    for (const auto& p : points) {
+        const auto path = frugal::testing::shared_data_file(p.trace);
+        if (!path) GTEST_SKIP() << "shared data file '" << p.trace << "' not found (set FRUGAL_DATA_DIR to point at it)";
+        const auto trace = frugal::bench::read_trace(*path, p.format);
+        const double got = 100.0 * static_cast<double>(hits<Policy>(trace, p.capacity)) / static_cast<double>(trace.size());
+        EXPECT_NEAR(got, p.percent, 0.005) << p.trace << " @ " << p.capacity;
+    }
 }
 
-// libCacheSim's S3-FIFO (S3FIFOv0.c, the paper's algorithm, default parameters), unit sizes: the
-// best libCacheSim policy at these points of issue 21's table, in percent to two decimals.
+// libCacheSim's S3-FIFO (S3FIFOv0.c, the paper's algorithm): the best libCacheSim policy at
+// these points.
 TEST(CacheTraces, S3FifoReproducesLibCacheSim) {
-    FRUGAL_SHARED_DATA_OR_SKIP(oltp, "cache_traces/arc/OLTP.lis.zst");
-    FRUGAL_SHARED_DATA_OR_SKIP(multi1, "cache_traces/lirs/multi1.trace.gz");
-    FRUGAL_SHARED_DATA_OR_SKIP(sprite, "cache_traces/lirs/sprite.trace.gz");
-    using frugal::cache::s3fifo_policy;
-    const auto o = frugal::bench::read_trace(oltp, "arc");
-    const std::vector<std::pair<std::size_t, double>> libcachesim = {
-        {1000, 40.84}, {2000, 47.01}, {5000, 55.88}, {10000, 62.64}, {15000, 66.04}};
-    for (auto [capacity, percent] : libcachesim) EXPECT_NEAR(hit_percent<s3fifo_policy>(o, capacity), percent, 0.005) << capacity;
-    EXPECT_NEAR(hit_percent<s3fifo_policy>(frugal::bench::read_trace(multi1, "lines"), 100), 43.24, 0.005);
-    EXPECT_NEAR(hit_percent<s3fifo_policy>(frugal::bench::read_trace(sprite, "lines"), 500), 78.94, 0.005);
+    const char* oltp = "cache_traces/arc/OLTP.lis.zst";
+    expect_libcachesim<frugal::cache::s3fifo_policy>({{oltp, "arc", 1000, 40.84},
+                                                      {oltp, "arc", 2000, 47.01},
+                                                      {oltp, "arc", 5000, 55.88},
+                                                      {oltp, "arc", 10000, 62.64},
+                                                      {oltp, "arc", 15000, 66.04},
+                                                      {"cache_traces/lirs/multi1.trace.gz", "lines", 100, 43.24},
+                                                      {"cache_traces/lirs/sprite.trace.gz", "lines", 500, 78.94}});
 }
 
-// libCacheSim's LIRS (LIRS.c, default parameters), unit sizes, where it is the best libCacheSim
-// policy in issue 21's table. At gli @ 100 libCacheSim gives 6.17%: with a one-entry HIR queue,
-// a hit on a queued HIR entry evicts that very entry from the queue yet leaves it resident
-// uncounted, so it holds 101 entries on 837 of the 6015 requests; frugal evicts it (6.12%).
+// libCacheSim's LIRS (LIRS.c) where it is the best libCacheSim policy. At gli @ 100 libCacheSim
+// gives 6.17%: with a one-entry HIR queue, a hit on a queued HIR entry evicts that very entry
+// from the queue yet leaves it resident uncounted, so it holds 101 entries on 837 of the 6015
+// requests; frugal evicts it (6.12%).
 TEST(CacheTraces, LirsReproducesLibCacheSim) {
-    FRUGAL_SHARED_DATA_OR_SKIP(gli, "cache_traces/lirs/gli.trace.gz");
-    FRUGAL_SHARED_DATA_OR_SKIP(loop, "cache_traces/lirs/loop.trace.gz");
-    FRUGAL_SHARED_DATA_OR_SKIP(multi1, "cache_traces/lirs/multi1.trace.gz");
-    using frugal::cache::lirs_policy;
-    const auto g = frugal::bench::read_trace(gli, "lines");
-    const auto l = frugal::bench::read_trace(loop, "lines");
-    const auto m = frugal::bench::read_trace(multi1, "lines");
-    EXPECT_NEAR(hit_percent<lirs_policy>(g, 250), 16.03, 0.005);
-    EXPECT_NEAR(hit_percent<lirs_policy>(g, 1000), 50.72, 0.005);
-    EXPECT_NEAR(hit_percent<lirs_policy>(l, 100), 9.77, 0.005);
-    EXPECT_NEAR(hit_percent<lirs_policy>(l, 250), 24.48, 0.005);
-    EXPECT_NEAR(hit_percent<lirs_policy>(m, 250), 49.53, 0.005);
-    EXPECT_NEAR(hit_percent<lirs_policy>(m, 500), 55.91, 0.005);
+    const char* gli = "cache_traces/lirs/gli.trace.gz";
+    const char* loop = "cache_traces/lirs/loop.trace.gz";
+    const char* multi1 = "cache_traces/lirs/multi1.trace.gz";
+    expect_libcachesim<frugal::cache::lirs_policy>({{gli, "lines", 250, 16.03},
+                                                    {gli, "lines", 1000, 50.72},
+                                                    {loop, "lines", 100, 9.77},
+                                                    {loop, "lines", 250, 24.48},
+                                                    {multi1, "lines", 250, 49.53},
+                                                    {multi1, "lines", 500, 55.91}});
 }
 
 class TraceFiles : public ::testing::Test {
