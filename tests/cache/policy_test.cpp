@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <frugal/cache/count_min_sketch.hpp>
+#include <frugal/cache/counting_bloom_filter.hpp>
 #include <frugal/cache/gdsf_policy.hpp>
 #include <frugal/cache/lfu_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>

@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "frugal/cache/basic_cache.hpp"
-#include "frugal/cache/count_min_sketch.hpp"
+#include "frugal/cache/counting_bloom_filter.hpp"
 #include "frugal/cache/lru_policy.hpp"
 
 namespace frugal::cache {
@@ -23,8 +23,9 @@ namespace frugal::cache {
 /// while it has room; else the one whose estimated frequency is strictly higher than the main
 /// region's victim's takes its place, and the first one that is not higher is evicted, which
 /// ends the eviction (as does an empty window, after one main-region eviction). Frequencies
-/// (a `counting_bloom_filter`, or any `Sketch` with increment/estimate on hashes, halve(),
-/// capacity() and resize(entries)) count each insertion, each main-region hit (not window
+/// (a `counting_bloom_filter`; `count_min_sketch`, Caffeine's, is 7 to 14 times smaller and
+/// also halves itself; or any `Sketch` with increment/estimate on hashes, halve(), capacity(),
+/// resize(entries) and max_capacity) count each insertion, each main-region hit (not window
 /// hits) and each entry leaving the window; they are halved every 32 x main-region capacity
 /// main-region hits. Scan resistant: a cyclic scan larger than the cache keeps most of the
 /// main region instead of LRU's 0% hits.
