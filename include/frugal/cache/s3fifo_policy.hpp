@@ -54,7 +54,8 @@ struct basic_s3fifo_policy {
         /// Runs the queue moves of S3-FIFO's eviction until an entry is to leave. As in
         /// libCacheSim, the queue to evict from is chosen once per eviction: the main queue when
         /// it is over its share or the small queue is empty, else the small queue, whose hit
-        /// entries then move to the main queue (even past its share) until an unhit one is found.
+        /// entries then move to the main queue (even past its share) until one hit fewer than
+        /// twice is found.
         [[nodiscard]] Node* victim() noexcept {
             if (main_.weight() <= main_max_ && !small_.empty()) {
                 while (Node* s = small_.front()) {
