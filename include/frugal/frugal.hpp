@@ -50,6 +50,7 @@
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/cache_policy.hpp"
 #include "frugal/cache/count_min_sketch.hpp"
+#include "frugal/cache/counting_bloom_filter.hpp"
 #include "frugal/cache/embedding_row_cache.hpp"
 #include "frugal/cache/gdsf_policy.hpp"
 #include "frugal/cache/ghost_queue.hpp"

@@ -364,7 +364,7 @@ ttl= gives entries a time to live in seconds (see set_ttl).
                                     doc("GreedyDual-Size-Frequency: evicts low frequency x cost / weight first.", "GDSFCache").c_str());
     bind_policy<cache::wtinylfu_policy<>, double>(
         m, "WTinyLFUCache",
-        doc("W-TinyLFU: an LRU window, then a segmented LRU main region behind a count-min-sketch admission "
+        doc("W-TinyLFU: an LRU window, then a segmented LRU main region behind a counting-Bloom-filter admission "
             "filter (window_fraction of the capacity is the window; None: the C++ default).", "WTinyLFUCache").c_str(),
         py::arg("window_fraction") = py::none());
     bind_policy<cache::s3fifo_policy>(

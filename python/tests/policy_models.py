@@ -1,6 +1,7 @@
-"""Pure-Python models of SIEVE, S3-FIFO, ARC, 2Q and LIRS, written from their papers with
-lists and linear scans, for unit weights and a workload of gets and puts of absent keys
-(a miss then its insertion), where the papers and frugal's weighted policies must agree.
+"""Pure-Python models of SIEVE, S3-FIFO, ARC, 2Q and LIRS, written from their papers (S3-FIFO's
+and LIRS's decisions as libCacheSim's S3FIFO.c and LIRS.c make them) with lists and linear
+scans, for unit weights and a workload of gets and puts of absent keys (a miss then its
+insertion), where the papers and frugal's weighted policies must agree.
 
 Each model has get(key) -> hit (the access recorded), put(key) -> the keys evicted to make
 room, in order, and keys() -> the resident keys. Where a paper leaves a choice open, the
@@ -46,9 +47,11 @@ class SieveModel:
 class S3FIFOModel:
     """S3-FIFO (SOSP 2023): small FIFO S (10% of the capacity), main FIFO M, ghost FIFO G
     (90%). A hit adds one to a counter capped at 3. A new key enters M if it is in G, else S.
-    When full: while M holds more than its 90% share (or S is empty) M's oldest is reinserted
-    with its counter minus one if nonzero, else evicted; otherwise S's oldest moves to M
-    (counter reset) when it was hit at least twice, else it is evicted into G."""
+    When full, the queue is chosen once per eviction, as libCacheSim's S3FIFO.c does: if M
+    holds more than its 90% share (or S is empty), M's oldest is reinserted with its counter
+    minus one while nonzero, and the first with a zero counter is evicted; otherwise S's
+    oldest moves to M (counter reset) while it was hit at least twice, even past M's share,
+    and the first one hit fewer times is evicted into G."""
 
     def __init__(self, capacity):
         self.capacity = capacity
@@ -76,25 +79,27 @@ class S3FIFOModel:
         return evicted
 
     def _evict(self):
-        while True:
-            if len(self.main) > self.capacity - self.small_max or not self.small:
-                m = self.main.pop(0)
-                if self.freq[m] > 0:
-                    self.freq[m] -= 1
-                    self.main.append(m)
+        # libCacheSim's S3FIFO.c: the queue is chosen once per eviction.
+        if len(self.main) <= self.capacity - self.small_max and self.small:
+            while self.small:
+                s = self.small.pop(0)
+                if self.freq[s] >= 2:
+                    self.freq[s] = 0
+                    self.main.append(s)
                     continue
-                del self.freq[m]
-                return m
-            s = self.small.pop(0)
-            if self.freq[s] >= 2:
-                self.freq[s] = 0
-                self.main.append(s)
+                del self.freq[s]
+                self.ghost.append(s)
+                if len(self.ghost) > self.ghost_max:
+                    self.ghost.pop(0)
+                return s
+        while True:
+            m = self.main.pop(0)
+            if self.freq[m] > 0:
+                self.freq[m] -= 1
+                self.main.append(m)
                 continue
-            del self.freq[s]
-            self.ghost.append(s)
-            if len(self.ghost) > self.ghost_max:
-                self.ghost.pop(0)
-            return s
+            del self.freq[m]
+            return m
 
 
 class ARCModel:
@@ -196,29 +201,57 @@ class TwoQueueModel:
 
 
 class LIRSModel:
-    """LIRS (SIGMETRICS 2002) with its stack S kept explicitly (bottom first) and the queue Q
-    of resident HIR entries (front: next victim). LIR entries hold capacity - Lhirs slots
-    (Lhirs = 1% of the capacity, at least 1), and every new entry is LIR until they are full.
-    Stack pruning removes HIR records from S's bottom. A non-resident record stays in S until
-    pruned or until more than capacity + Lhirs of them exist (the oldest goes: frugal's bound
-    on its ghosts)."""
+    """LIRS (SIGMETRICS 2002) with the decisions of libCacheSim's LIRS.c at its defaults: the
+    stack S kept explicitly (bottom first), the queue Q of resident HIR entries (front: next
+    victim) and the ghosts in the order they were made (libCacheSim's LRU_nh). LIR entries
+    hold capacity - Lhirs slots (Lhirs = 1% of the capacity, at least 1); a new entry is LIR
+    while they have room. Pruning removes HIR records from S's bottom (never S's top one).
+    Making room in the LIR set moves S's bottom LIR entry to Q's end. A ghost asked for again
+    goes to S's top and the LIR set makes room for it before the eviction; a resident HIR
+    entry hit in S becomes LIR; one hit out of S goes to Q's end, the LIR set makes room (the
+    paper does not; libCacheSim does), and it goes to S's top. S holds at most twice the
+    capacity; the oldest ghosts leave first, after each access. Where libCacheSim evicts from
+    Q during a hit, Q grows past its share instead and its oldest entry leaves at the next
+    insertion (frugal never evicts on a hit): so an insertion into a full cache evicts Q's
+    oldest entry, or S's bottom LIR entry when Q is empty."""
 
     def __init__(self, capacity):
         self.capacity = capacity
         self.lhirs = max(1, int(capacity * 0.01))
         self.lir_max = capacity - self.lhirs
-        self.s, self.q, self.lir, self.resident, self.nonres = [], [], set(), set(), set()
+        self.s, self.q, self.nh = [], [], []
+        self.lir, self.resident, self.nonres = set(), set(), set()
 
     def _prune(self):
-        while self.s and self.s[0] not in self.lir:
-            self.nonres.discard(self.s.pop(0))
+        while len(self.s) > 1 and self.s[0] not in self.lir:
+            x = self.s.pop(0)
+            if x in self.nonres:
+                self.nonres.remove(x)
+                self.nh.remove(x)
 
-    def _demote_overflow(self):
-        while len(self.lir) > self.lir_max:
-            bottom = self.s.pop(0)  # S's bottom is LIR after pruning
-            self.lir.remove(bottom)
-            self.q.append(bottom)
-            self._prune()
+    def _demote_bottom(self):
+        self._prune()
+        if not self.s or self.s[0] not in self.lir:
+            return False
+        bottom = self.s.pop(0)
+        self.lir.remove(bottom)
+        self.q.append(bottom)
+        self._prune()
+        return True
+
+    def _room_in_lir(self):
+        while len(self.lir) + 1 > self.lir_max and self._demote_bottom():
+            pass
+
+    def _limit_stack(self):
+        while len(self.s) > 2 * self.capacity and self.nh:
+            g = self.nh.pop(0)
+            self.s.remove(g)
+            self.nonres.remove(g)
+
+    def _to_top(self, k):
+        self.s.remove(k)
+        self.s.append(k)
 
     def keys(self):
         return list(self.resident)
@@ -227,42 +260,50 @@ class LIRSModel:
         if k not in self.resident:
             return False
         if k in self.lir:
-            self.s.remove(k)
-            self.s.append(k)
+            self._to_top(k)
             self._prune()
-        elif k in self.s:  # HIR with a recency below the bottom LIR's: becomes LIR
-            self.s.remove(k)
-            self.s.append(k)
+        elif k in self.s:  # HIR in S: becomes LIR
+            self._to_top(k)
             self.q.remove(k)
+            self._room_in_lir()
             self.lir.add(k)
-            self._demote_overflow()
-        else:
-            self.s.append(k)
+        else:  # HIR out of S
             self.q.remove(k)
             self.q.append(k)
+            self._room_in_lir()
+            self.s.append(k)
+        self._limit_stack()
         return True
 
     def put(self, k):
         from_ghost = k in self.nonres
         if from_ghost:
             self.nonres.remove(k)
-            self.s.remove(k)
+            self.nh.remove(k)
+            self._to_top(k)
+            self._room_in_lir()
         evicted = []
         if len(self.resident) == self.capacity:
-            v = self.q.pop(0)
+            if self.q:
+                v = self.q.pop(0)
+                if v in self.s:  # stays in S as a ghost
+                    self.nonres.add(v)
+                    self.nh.append(v)
+            else:
+                self._prune()
+                v = self.s.pop(0)
+                self.lir.remove(v)
+                self._prune()
             self.resident.remove(v)
-            if v in self.s:
-                self.nonres.add(v)
-                while len(self.nonres) > self.capacity + self.lhirs:
-                    oldest = next(x for x in self.s if x in self.nonres and x != v)
-                    self.s.remove(oldest)
-                    self.nonres.remove(oldest)
             evicted.append(v)
         self.resident.add(k)
-        self.s.append(k)
-        if from_ghost or len(self.lir) < self.lir_max:
+        if from_ghost:  # its record is S's top
             self.lir.add(k)
-            self._demote_overflow()
+        elif len(self.lir) < self.lir_max:
+            self.s.append(k)
+            self.lir.add(k)
         else:
+            self.s.append(k)
             self.q.append(k)
+        self._limit_stack()
         return evicted

@@ -7,6 +7,7 @@
 
 #include <frugal/cache/arc_policy.hpp>
 #include <frugal/cache/cache_policy.hpp>
+#include <frugal/cache/count_min_sketch.hpp>
 #include <frugal/cache/gdsf_policy.hpp>
 #include <frugal/cache/lfu_policy.hpp>
 #include <frugal/cache/lirs_policy.hpp>
@@ -73,22 +74,17 @@ struct wrong_victim : no_victim {
         int victim() { return 0; }
     };
 };
-struct odd_flag : lifo_policy {
-    static constexpr int admits_before_eviction = 1;
-};
 
 static_assert(!fc::cache_policy<no_victim>);
 static_assert(!fc::cache_policy<no_node_data>);
 static_assert(!fc::cache_policy<wrong_victim>);
-static_assert(!fc::cache_policy<odd_flag>);
 static_assert(!fc::cache_policy<int>);
 
 static_assert(fc::cache_policy<fc::lru_policy> && fc::cache_policy<fc::lfu_policy> && fc::cache_policy<fc::lfuda_policy> &&
               fc::cache_policy<fc::gdsf_policy> && fc::cache_policy<fc::wtinylfu_policy<>> &&
               fc::cache_policy<fc::adaptive_wtinylfu_policy> && fc::cache_policy<fc::s3fifo_policy> &&
               fc::cache_policy<fc::sieve_policy> && fc::cache_policy<fc::arc_policy> && fc::cache_policy<fc::lirs_policy> &&
-              fc::cache_policy<fc::two_queue_policy>);
-static_assert(fc::admits_before_eviction<fc::wtinylfu_policy<>> && !fc::admits_before_eviction<fc::lru_policy>);
+              fc::cache_policy<fc::two_queue_policy> && fc::cache_policy<fc::wtinylfu_policy<fc::count_min_sketch>>);
 static_assert(fc::expects_newcomers<fc::arc_policy::state<fc::detail::policy_probe_node<fc::arc_policy>>>);
 static_assert(!fc::expects_newcomers<fc::lru_policy::state<fc::detail::policy_probe_node<fc::lru_policy>>>);
 

@@ -1,9 +1,10 @@
 #pragma once
 // Brute-force models of S3-FIFO, SIEVE, ARC, LIRS and 2Q behind a cache with the semantics of
 // frugal::cache::basic_cache (weights, pins, replacement, erase, refusals and the eviction log),
-// written from the papers' descriptions with plain vectors and linear scans. LIRS keeps its
-// stack S explicitly (records pruned from the bottom), unlike the implementation, which keeps
-// S implicit by timestamps. Shared by the unit tests and the fuzz target.
+// written from the papers' descriptions with plain vectors and linear scans; S3-FIFO's and LIRS's
+// decisions are libCacheSim's (S3FIFOv0.c / S3FIFO.c and LIRS.c at their default parameters), with
+// LIRS's evictions during a hit deferred to the next insertion that needs room, as the
+// implementation states. Shared by the unit tests and the fuzz target.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -108,12 +109,12 @@ private:
         int key;
         std::size_t weight;
     };
-    // A LIRS stack record: resident LIR, resident HIR or non-resident HIR; `away`: pinned.
+    // A LIRS stack record: resident LIR, resident HIR or non-resident HIR, with the weight
+    // its entry had when the record went to S's top.
     struct srec {
         int key;
         enum { lir, hir, nonres } status;
-        bool away = false;
-        std::size_t weight = 0;  // of a non-resident record
+        std::size_t weight = 0;
     };
 
     std::size_t w(int key) const { return entries_.at(key).weight; }
@@ -143,7 +144,6 @@ private:
         kout_ = static_cast<std::size_t>(c * 0.5);
         const auto hir = std::max<std::size_t>(1, static_cast<std::size_t>(c * 0.01));
         lir_max_ = capacity_ > hir ? capacity_ - hir : 0;
-        lirs_ghost_max_ = capacity_ + (capacity_ - lir_max_);
     }
 
     // Evicts policy victims until `extra` more weight fits (entries with pins never go).
@@ -184,10 +184,15 @@ private:
                 break;
             }
             case kind::lirs: {
-                auto it = std::find_if(s_.begin(), s_.end(), [&](const srec& r) { return r.key == key; });
-                if (it != s_.end() && it->status == srec::nonres) {
+                auto it = find_s(key);
+                if (it != s_.end() && it->status == srec::nonres) {  // to S's top; the LIR set makes room
                     pending_ = ghost_hit;
+                    const srec r = *it;
                     s_.erase(it);
+                    s_.push_back(r);
+                    drop(nh_, key);
+                    while (lir_weight() + weight > lir_max_ && demote_bottom()) {
+                    }
                 }
                 break;
             }
@@ -218,12 +223,19 @@ private:
                 e.second = hit;
                 (e.second ? main_ : small_).push_back(key);
                 break;
-            case kind::lirs:
-                e.second = hit || lir_weight() + e.weight <= lir_max_;
-                s_.push_back({key, e.second ? srec::lir : srec::hir});
-                if (!e.second) small_.push_back(key);
-                demote_overflow();
+            case kind::lirs: {
+                auto it = find_s(key);
+                if (hit && it != s_.end()) {  // the ghost's record, at S's top
+                    e.second = true;
+                    *it = {key, srec::lir, e.weight};
+                } else {
+                    e.second = lir_weight() + e.weight <= lir_max_;
+                    s_.push_back({key, e.second ? srec::lir : srec::hir, e.weight});
+                    if (!e.second) small_.push_back(key);
+                }
+                limit_stack();
                 break;
+            }
         }
     }
     void touch(int key) {
@@ -250,21 +262,27 @@ private:
             case kind::lirs: {
                 auto it = find_s(key);
                 if (e.second) {  // LIR: to the top of S, prune
-                    if (it != s_.end()) s_.erase(it);
-                    s_.push_back({key, srec::lir});
-                    prune();
-                } else if (it != s_.end()) {  // HIR in S: becomes LIR
+                    const srec r = *it;
                     s_.erase(it);
+                    s_.push_back(r);
+                    prune();
+                } else if (it != s_.end()) {  // HIR in S: to S's top, out of Q, room made, LIR
+                    const srec r = *it;
+                    s_.erase(it);
+                    s_.push_back(r);
                     drop(small_, key);
+                    while (lir_weight() + e.weight > lir_max_ && demote_bottom()) {
+                    }
+                    s_.back().status = srec::lir;
                     e.second = true;
-                    s_.push_back({key, srec::lir});
-                    demote_overflow();
-                } else {  // HIR out of S: top of S, end of Q
-                    s_.push_back({key, srec::hir});
+                } else {  // HIR out of S: Q's end, the bottom LIR entries to Q (libCacheSim), S's top
                     drop(small_, key);
                     small_.push_back(key);
-                    prune();  // no LIR entry under it: S stays empty
+                    while (lir_weight() + e.weight > lir_max_ && demote_bottom()) {
+                    }
+                    s_.push_back({key, srec::hir, e.weight});
                 }
+                limit_stack();
                 break;
             }
         }
@@ -275,9 +293,12 @@ private:
         switch (kind_) {
             case kind::lirs: {
                 auto it = find_s(key);
-                if (it != s_.end()) it->away = true;
-                if (!e.second) drop(small_, key);
-                prune();
+                if (it != s_.end()) s_.erase(it);
+                if (e.second) {
+                    prune();
+                } else {
+                    drop(small_, key);
+                }
                 break;
             }
             case kind::sieve:
@@ -290,33 +311,22 @@ private:
     void reattach(int key) {
         entry& e = entries_.at(key);
         if (kind_ == kind::lirs) {
-            auto it = find_s(key);
-            if (it != s_.end()) s_.erase(it);
-            s_.push_back({key, e.second ? srec::lir : srec::hir});
-            if (!e.second) small_.push_back(key);
-            demote_overflow();
+            s_.push_back({key, e.second ? srec::lir : srec::hir, e.weight});
+            if (e.second) {
+                while (lir_weight() > lir_max_ && demote_bottom()) {
+                }
+            } else {
+                small_.push_back(key);
+            }
             return;
         }
         (e.second && kind_ != kind::sieve ? main_ : small_).push_back(key);
     }
     void replace(int key) {
-        if (kind_ == kind::lirs) {
-            entry& e = entries_.at(key);
-            auto it = find_s(key);
-            if (it != s_.end()) it->away = false;  // back where it was, then one access
-            if (!e.second) small_.push_back(key);
-            touch(key);
-            return;
-        }
         reattach(key);
         touch(key);
     }
-    void forget(int key) {
-        if (kind_ != kind::lirs) return;
-        auto it = find_s(key);
-        if (it != s_.end()) s_.erase(it);
-        prune();
-    }
+    void forget(int /*key*/) {}
 
     // One eviction: the key that leaves (its ghost recorded), or nullopt.
     std::optional<int> evict_one(std::size_t extra) {
@@ -332,37 +342,42 @@ private:
         return std::nullopt;
     }
 
+    // libCacheSim's S3FIFO.c / S3FIFOv0.c: the queue is chosen once per eviction; from the
+    // small queue, hit entries move to the main queue until an unhit one leaves (when none
+    // does, the small queue is empty and the main queue is evicted from).
     std::optional<int> s3fifo_evict() {
-        for (;;) {
-            if (weight_of(main_, entries_) > capacity_ - small_max_ || small_.empty()) {
-                if (main_.empty()) return std::nullopt;
-                const int m = main_.front();
-                entry& e = entries_.at(m);
-                main_.erase(main_.begin());
-                if (e.freq > 0) {
-                    e.freq -= 1;
-                    main_.push_back(m);
+        if (weight_of(main_, entries_) <= capacity_ - small_max_ && !small_.empty()) {
+            while (!small_.empty()) {
+                const int s = small_.front();
+                entry& e = entries_.at(s);
+                small_.erase(small_.begin());
+                if (e.freq >= 2) {
+                    e.freq = 0;
+                    e.second = true;
+                    main_.push_back(s);
                     continue;
                 }
                 has_evicted_ = true;
-                return m;
+                if (e.weight <= ghost_max_) {
+                    while (weight_of(ghost_) + e.weight > ghost_max_) ghost_.pop_front();
+                    ghost_.push_back({s, e.weight});
+                }
+                return s;
             }
-            const int s = small_.front();
-            entry& e = entries_.at(s);
-            small_.erase(small_.begin());
-            if (e.freq >= 2) {
-                e.freq = 0;
-                e.second = true;
-                main_.push_back(s);
+        }
+        while (!main_.empty()) {
+            const int m = main_.front();
+            entry& e = entries_.at(m);
+            main_.erase(main_.begin());
+            if (e.freq > 0) {
+                e.freq -= 1;
+                main_.push_back(m);
                 continue;
             }
             has_evicted_ = true;
-            if (e.weight <= ghost_max_) {
-                while (weight_of(ghost_) + e.weight > ghost_max_) ghost_.pop_front();
-                ghost_.push_back({s, e.weight});
-            }
-            return s;
+            return m;
         }
+        return std::nullopt;
     }
 
     static std::optional<int> after(const std::vector<int>& q, int key) {
@@ -418,65 +433,61 @@ private:
         return v;
     }
 
-    // LIRS with an explicit stack S (s_, bottom first) and Q = small_ (resident HIR, oldest first).
+    // LIRS with an explicit stack S (s_, bottom first), Q = small_ (resident HIR, oldest first,
+    // over its share after a hit until the next insertion that needs room) and the ghosts in
+    // the order they were made (nh_, libCacheSim's LRU_nh).
     std::vector<srec>::iterator find_s(int key) {
         return std::find_if(s_.begin(), s_.end(), [&](const srec& r) { return r.key == key; });
     }
     std::size_t lir_weight() const {
         std::size_t t = 0;
         for (auto& r : s_)
-            if (r.status == srec::lir && !r.away) t += entries_.at(r.key).weight;
+            if (r.status == srec::lir) t += entries_.at(r.key).weight;
         return t;
     }
-    // Stack pruning: removes records from the bottom until an attached LIR one is there (all
-    // of them when there is none).
+    // Stack pruning: HIR records leave the bottom until an LIR one is there; the top one stays.
     void prune() {
-        while (!s_.empty() && !(s_.front().status == srec::lir && !s_.front().away)) s_.erase(s_.begin());
-    }
-    void demote_overflow() {
-        for (;;) {
-            std::size_t lirs = 0;
-            for (auto& r : s_)
-                if (r.status == srec::lir && !r.away) ++lirs;
-            if (lir_weight() <= lir_max_ || lirs <= 1) break;
-            prune();
-            const int b = s_.front().key;  // the bottom LIR entry: to Q's end, out of S
+        while (s_.size() > 1 && s_.front().status != srec::lir) {
+            if (s_.front().status == srec::nonres) drop(nh_, s_.front().key);
             s_.erase(s_.begin());
-            entries_.at(b).second = false;
-            small_.push_back(b);
-            prune();
         }
+    }
+    // The bottom LIR entry to Q's end, out of S; false when there is none.
+    bool demote_bottom() {
         prune();
+        if (s_.empty() || s_.front().status != srec::lir) return false;
+        const int b = s_.front().key;
+        s_.erase(s_.begin());
+        entries_.at(b).second = false;
+        small_.push_back(b);
+        prune();
+        return true;
+    }
+    // S within twice the capacity: the oldest ghosts leave.
+    void limit_stack() {
+        for (;;) {
+            std::size_t t = 0;
+            for (auto& r : s_) t += r.weight;
+            if (t <= 2 * capacity_ || nh_.empty()) return;
+            s_.erase(find_s(nh_.front()));
+            nh_.erase(nh_.begin());
+        }
     }
     std::optional<int> lirs_evict() {
         if (small_.empty()) {  // no resident HIR: the bottom LIR entry
-            for (auto it = s_.begin(); it != s_.end(); ++it)
-                if (it->status == srec::lir && !it->away) {
-                    const int k = it->key;
-                    s_.erase(it);
-                    prune();
-                    return k;
-                }
-            return std::nullopt;
+            prune();
+            if (s_.empty() || s_.front().status != srec::lir) return std::nullopt;
+            const int k = s_.front().key;
+            s_.erase(s_.begin());
+            prune();
+            return k;
         }
         const int v = small_.front();
         small_.erase(small_.begin());
         auto it = find_s(v);
-        if (it != s_.end()) {  // stays in S as a non-resident ghost, up to capacity + HIR share
-            const std::size_t wv = w(v);
-            if (wv > lirs_ghost_max_) {
-                s_.erase(it);
-                return v;
-            }
+        if (it != s_.end()) {  // stays in S as a non-resident ghost
             it->status = srec::nonres;
-            it->weight = wv;
-            for (;;) {
-                std::size_t ghosts = 0;
-                for (auto& r : s_)
-                    if (r.status == srec::nonres && r.key != v) ghosts += r.weight;
-                if (ghosts + wv <= lirs_ghost_max_) break;
-                s_.erase(std::find_if(s_.begin(), s_.end(), [&](const srec& r) { return r.status == srec::nonres && r.key != v; }));
-            }
+            nh_.push_back(v);
         }
         return v;
     }
@@ -500,11 +511,12 @@ private:
     enum pending_kind { none, ghost_hit, in_b1, in_b2 };
     kind kind_;
     std::size_t capacity_;
-    std::size_t small_max_ = 0, ghost_max_ = 0, kin_ = 0, kout_ = 0, lir_max_ = 0, lirs_ghost_max_ = 0, incoming_ = 0;
+    std::size_t small_max_ = 0, ghost_max_ = 0, kin_ = 0, kout_ = 0, lir_max_ = 0, incoming_ = 0;
     std::map<int, entry> entries_;
     std::vector<int> small_, main_;  // the two queues (oldest first) of each policy
     std::deque<ghost> ghost_, b1_, b2_;
     std::vector<srec> s_;
+    std::vector<int> nh_;
     std::optional<int> hand_;
     double p_ = 0;
     int pending_key_ = 0;

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <frugal/cache/count_min_sketch.hpp>
+#include <frugal/cache/counting_bloom_filter.hpp>
 #include <frugal/cache/gdsf_policy.hpp>
 #include <frugal/cache/lfu_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>
@@ -27,16 +29,20 @@ using frugal::cache::put_result;
 
 enum class kind { lru, lfu, lfuda, gdsf, wtinylfu };
 
-// Exact frequencies by hash (no halving, no saturation): lets the reference check
-// W-TinyLFU's segment logic exactly; the sketch is tested on its own below.
+// Exact frequencies by hash (halved on request, never saturated, no collisions): lets the
+// reference check W-TinyLFU's segment logic exactly; the sketches are tested on their own below.
 struct exact_sketch {
+    static constexpr std::size_t max_capacity = std::numeric_limits<std::size_t>::max();
     explicit exact_sketch(std::size_t) {}
-    std::size_t capacity() const { return std::numeric_limits<std::size_t>::max(); }  // never resized
+    std::size_t capacity() const { return max_capacity; }  // never resized
     void resize(std::size_t) {}
     void increment(std::size_t h) { ++counts[h]; }
     unsigned estimate(std::size_t h) const {
         auto it = counts.find(h);
         return it == counts.end() ? 0u : it->second;
+    }
+    void halve() {
+        for (auto& [h, c] : counts) c >>= 1;
     }
     std::unordered_map<std::size_t, unsigned> counts;
 };
@@ -49,9 +55,11 @@ struct value_weigher {  // the value is the weight
 class reference {
 public:
     reference(kind k, std::size_t capacity) : kind_(k), capacity_(capacity) {
+        // W-TinyLFU with libCacheSim's WTinyLFU.c defaults: 1% window, SLRU main region 1:4.
         window_max_ = std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<double>(capacity) * 0.01));
         main_max_ = capacity > window_max_ ? capacity - window_max_ : 0;
-        protected_max_ = static_cast<std::size_t>(static_cast<double>(main_max_) * 0.8);
+        probation_max_ = static_cast<std::size_t>(0.2 * static_cast<double>(main_max_));
+        protected_max_ = static_cast<std::size_t>(0.8 * static_cast<double>(main_max_));
     }
     std::vector<std::pair<int, eviction_reason>> log;
 
@@ -94,6 +102,7 @@ public:
             e->pins = 0;
             e->cost = cost;
             e->stamp = ++time_;
+            if (e->segment == leaving) e->segment = window;
             touch(*e);
             return put_result::replaced;
         }
@@ -101,22 +110,17 @@ public:
             log.emplace_back(key, eviction_reason::rejected);
             return put_result::rejected;
         }
-        entry n{key, w, 0, 1, 0, 0, cost, 0};
-        // W-TinyLFU admits into the window, then evicts (the newcomer may lose); the others
-        // make room among the residents first and always admit the newcomer.
-        const bool admit_first = kind_ == kind::wtinylfu;
-        bool kept = true;
-        if (admit_first) add(n);
-        while (total() + (admit_first ? 0 : w) > capacity_) {
+        entry n{key, w, 0, 1, 0, 0, cost, window};
+        // Room is made among the residents first; the newcomer is always admitted.
+        while (total() + w > capacity_) {
             int v = victim();
             if (v == none) break;
             if (kind_ == kind::lfuda || kind_ == kind::gdsf) clock_ = find(v)->priority;
-            kept = kept && v != key;
-            log.emplace_back(v, v == key ? eviction_reason::rejected : eviction_reason::capacity);
+            log.emplace_back(v, eviction_reason::capacity);
             erase_entry(v);
         }
-        if (!admit_first) add(n);
-        return kept ? put_result::inserted : put_result::rejected;
+        add(n);
+        return put_result::inserted;
     }
     bool erase(int key) {
         if (find(key) == nullptr) return false;
@@ -136,6 +140,7 @@ public:
         if (--e->pins == 0) {
             e->stamp = ++time_;
             e->priority = priority(*e);
+            if (e->segment == leaving) e->segment = window;
         }
     }
     std::vector<int> keys() const {
@@ -152,7 +157,7 @@ public:
 
 private:
     static constexpr int none = std::numeric_limits<int>::min();
-    enum seg { window = 0, probation = 1, protect = 2 };
+    enum seg { window = 0, probation = 1, protect = 2, leaving = 3 };
     struct entry {
         int key;
         std::size_t weight;
@@ -186,7 +191,12 @@ private:
         e.stamp = ++time_;
         e.priority = priority(e);
         if (kind_ != kind::wtinylfu) return;
-        ++counts_[e.key];
+        if (e.segment == window) return;  // window hits are not counted
+        if (e.segment == leaving) {       // evicted in libCacheSim: inserted again
+            e.segment = window;
+            ++counts_[e.key];
+            return;
+        }
         if (e.segment == probation) {
             e.segment = protect;
             while (seg_weight(protect) > protected_max_) {
@@ -194,7 +204,37 @@ private:
                 d->segment = probation;
                 d->stamp = ++time_;
             }
+            while (seg_weight(probation) > probation_max_) leave(*oldest(probation));
         }
+        ++counts_[e.key];
+        if (++main_hits_ >= 32 * main_max_) {
+            main_hits_ = 0;
+            for (auto& [k, c] : counts_) c >>= 1;
+        }
+    }
+    void leave(entry& e) {
+        e.segment = leaving;
+        e.stamp = ++time_;
+    }
+    entry* main_victim() {
+        entry* v = oldest(probation);
+        return v != nullptr ? v : oldest(protect);
+    }
+    // Into the lowest main segment with room (probation, after making room, when none has).
+    void enter_main(entry& c) {
+        if (seg_weight(probation) + c.weight <= probation_max_) {
+            c.segment = probation;
+        } else if (seg_weight(protect) + c.weight <= protected_max_) {
+            c.segment = protect;
+        } else {
+            while (seg_weight(probation) + seg_weight(protect) + c.weight > main_max_) {
+                entry* v = main_victim();
+                if (v == nullptr) break;
+                leave(*v);
+            }
+            c.segment = probation;
+        }
+        c.stamp = ++time_;
     }
     std::size_t seg_weight(int s) const {
         std::size_t t = 0;
@@ -222,25 +262,42 @@ private:
         }
         return best == nullptr ? none : best->key;
     }
+    // libCacheSim's WTinyLFU_evict: window entries leave the window in turn, into the main
+    // region while it has room, else in place of its victim when strictly more frequent; the
+    // first one that is not ends the round, as does an empty window (one main victim then).
+    // The entries the round evicts wait in `leaving` and go first.
     int tinylfu_victim() {
-        while (seg_weight(window) > window_max_) {
-            entry* cand = oldest(window);
-            if (cand == nullptr) break;
-            entry* mv = oldest(probation);
-            if (mv == nullptr) mv = oldest(protect);
-            const bool room = seg_weight(probation) + seg_weight(protect) + cand->weight <= main_max_;
-            if (!room && mv != nullptr && counts_[cand->key] <= counts_[mv->key]) return cand->key;
-            cand->segment = probation;
-            cand->stamp = ++time_;
-            if (!room && mv != nullptr) return mv->key;
+        if (oldest(leaving) == nullptr) {
+            for (;;) {
+                entry* cand = oldest(window);
+                if (cand == nullptr) {
+                    if (entry* mv = main_victim()) leave(*mv);
+                    break;
+                }
+                if (seg_weight(probation) + seg_weight(protect) + cand->weight <= main_max_) {
+                    enter_main(*cand);
+                    ++counts_[cand->key];
+                    continue;
+                }
+                entry* mv = main_victim();
+                if (mv != nullptr && counts_[cand->key] > counts_[mv->key]) {
+                    leave(*mv);
+                    enter_main(*cand);
+                    ++counts_[cand->key];
+                    continue;
+                }
+                leave(*cand);
+                ++counts_[cand->key];
+                break;
+            }
         }
-        for (int s : {probation, protect, window})
-            if (entry* e = oldest(s)) return e->key;
-        return none;
+        entry* e = oldest(leaving);
+        return e == nullptr ? none : e->key;
     }
 
     kind kind_;
-    std::size_t capacity_, window_max_, main_max_, protected_max_;
+    std::size_t capacity_, window_max_, main_max_, probation_max_, protected_max_;
+    std::uint64_t main_hits_ = 0;
     std::vector<entry> entries_;
     std::uint64_t time_ = 0;
     double clock_ = 0;
@@ -411,6 +468,31 @@ TEST(CountMinSketch, NeverUnderestimatesBeforeHalvingAndHalves) {
     const unsigned before = s.estimate(truth.begin()->first);
     s.halve();
     EXPECT_EQ(s.estimate(truth.begin()->first), before / 2);
+}
+
+TEST(CountingBloomFilter, NeverUnderestimatesAndHalves) {
+    // Oracle: exact counts. Sized for 700 entries (14.38 counters each, 10 probes), an
+    // estimate is the true count plus collisions, and is exact for most items.
+    frugal::cache::counting_bloom_filter f(700);
+    std::map<std::size_t, unsigned> truth;
+    std::mt19937_64 rng(5);
+    for (int i = 0; i < 20000; ++i) {
+        const std::size_t h = frugal::hash_mix(rng() % 700);
+        f.increment(h);
+        ++truth[h];
+    }
+    std::size_t exact = 0;
+    for (auto [h, n] : truth) {
+        EXPECT_GE(f.estimate(h), n);
+        exact += f.estimate(h) == n;
+    }
+    EXPECT_GT(exact, truth.size() * 9 / 10);
+    const auto [h0, n0] = *truth.begin();
+    const unsigned before = f.estimate(h0);
+    f.halve();
+    EXPECT_LE(f.estimate(h0), before / 2 + 1);
+    EXPECT_GE(f.estimate(h0), n0 / 2);
+    EXPECT_THROW(frugal::cache::counting_bloom_filter(0), frugal::invalid_argument);
 }
 
 TEST(WTinyLfu, ResistsACyclicScanLargerThanTheCache) {

@@ -428,7 +428,7 @@ public:
         if (--n->pins == 0) {
             pinned_weight_ -= n->weight;
             policy_.reattach(*n);
-            evict_to_fit(0, nullptr);  // the capacity may have shrunk while it was pinned
+            evict_to_fit(0);  // the capacity may have shrunk while it was pinned
         }
     }
 
@@ -442,7 +442,7 @@ public:
     void set_capacity(std::size_t capacity) {
         capacity_ = checked_capacity(capacity);
         policy_.set_capacity(capacity);
-        evict_to_fit(0, nullptr);
+        evict_to_fit(0);
     }
 
     [[nodiscard]] std::size_t size() const noexcept { return index_.size(); }
@@ -538,7 +538,7 @@ private:
             throw;
         }
         n.weight = w;
-        evict_to_fit(w, nullptr);  // the entry is outside the policy: never its own victim
+        evict_to_fit(w);  // the entry is outside the policy: never its own victim
         weight_ += w;
         policy_.replace(n, cost);
         stamp(n);
@@ -555,19 +555,12 @@ private:
             return put_result::rejected;
         }
         if constexpr (expects_newcomers<policy_state>) policy_.expect(h, w);
-        if constexpr (admits_before_eviction<Policy>) {
-            // W-TinyLFU: the newcomer enters the window first and may lose the admission
-            // contest itself; then it is refused and the budget holds.
-            node_type* n = link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
-            return evict_to_fit(0, n) ? put_result::inserted : put_result::rejected;
-        } else {
-            // Room is made among the resident entries first (the newcomer is always admitted,
-            // as in LRU, O(1) LFU and GreedyDual); the freed entry is recycled for it.
-            evict_to_fit(w, nullptr);
-            FRUGAL_ASSERT(fits(weight_, w));
-            link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
-            return put_result::inserted;
-        }
+        // Room is made among the resident entries first (the newcomer is always admitted);
+        // the freed entry is recycled for it.
+        evict_to_fit(w);
+        FRUGAL_ASSERT(fits(weight_, w));
+        link(std::forward<K>(key), std::forward<V>(value), w, h, cost);
+        return put_result::inserted;
     }
 
     template <class K, class V>
@@ -581,17 +574,14 @@ private:
     }
 
     // Evicts policy victims until weight + extra fits (when nothing unpinned is left, the
-    // weight can stay above a capacity lowered by set_capacity). False when `newcomer` was evicted.
-    bool evict_to_fit(std::size_t extra, const node_type* newcomer) {
-        bool kept = true;
+    // weight can stay above a capacity lowered by set_capacity).
+    void evict_to_fit(std::size_t extra) {
         while (!fits(weight_, extra)) {
             node_type* v = policy_.victim();
             if (v == nullptr) break;
             policy_.evict(*v);
-            kept = kept && v != newcomer;
-            remove_unlinked(v, v == newcomer ? eviction_reason::rejected : eviction_reason::capacity);
+            remove_unlinked(v, eviction_reason::capacity);
         }
-        return kept;
     }
 
     void remove(node_type* n, eviction_reason why) {

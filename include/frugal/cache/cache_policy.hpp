@@ -5,7 +5,6 @@
 
 #include <concepts>
 #include <cstddef>
-#include <type_traits>
 
 namespace frugal::cache {
 
@@ -38,9 +37,6 @@ struct policy_probe_node : Policy::node_data {
 ///   - `evict(n)`: `n`, the last `victim()`, leaves by the policy's choice (a ghost entry
 ///     may remember its hash);
 ///   - `set_capacity(c)`: the capacity changed (the cache then evicts down to it).
-/// - optionally `static constexpr bool admits_before_eviction = true`: the newcomer is
-///   admitted before the evictions that make room for it and may lose its place to them
-///   (W-TinyLFU's admission); otherwise room is made first and the newcomer always enters;
 /// - optionally `state::expect(hash, weight)`: called with a new key's hash and weight before
 ///   the evictions that make room for it, so a policy with ghost entries (ARC, LIRS, 2Q,
 ///   S3-FIFO) can look the key up before those evictions change its ghosts.
@@ -65,23 +61,11 @@ concept cache_policy = requires { typename P::node_data; } &&
                            s.evict(n);
                            { s.victim() } -> std::same_as<Node*>;
                            s.set_capacity(c);
-                       } &&
-                       (!requires { P::admits_before_eviction; } ||
-                        std::same_as<std::remove_cvref_t<decltype(P::admits_before_eviction)>, bool>);
+                       };
 
 /// Whether the policy state `State` wants to hear of a new key before the evictions that
 /// make room for it (see `cache_policy`).
 template <class State>
 concept expects_newcomers = requires(State& s, std::size_t h, std::size_t w) { s.expect(h, w); };
-
-/// Whether policy `P` admits a newcomer before evicting for it (see `cache_policy`).
-template <class P>
-inline constexpr bool admits_before_eviction = [] {
-    if constexpr (requires { P::admits_before_eviction; }) {
-        return static_cast<bool>(P::admits_before_eviction);
-    } else {
-        return false;
-    }
-}();
 
 }  // namespace frugal::cache

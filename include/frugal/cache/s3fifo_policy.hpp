@@ -13,20 +13,22 @@
 
 namespace frugal::cache {
 
-/// S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP 2023): a
-/// small FIFO of 10% of the capacity, a main FIFO of the rest and a ghost FIFO remembering the
-/// hashes of up to 90% of the capacity's worth of entries evicted from the small queue. A new
-/// key enters the small queue, or the main queue when its hash is a ghost. With `WarmMain`
-/// (libCacheSim's later S3FIFO), a new key also goes to the main queue while the small queue
-/// is full and nothing has been evicted yet, so a cold cache fills its main queue first; the
-/// default is the paper's algorithm (libCacheSim's S3FIFOv0). Each hit adds one to
-/// a 2-bit counter (at most 3). Eviction takes from the small queue unless the main queue is
-/// over its share (or the small one is empty): a small-queue entry hit at least twice moves to
-/// the main queue (counter reset), otherwise it is evicted and its hash joins the ghost; a
-/// main-queue entry with a nonzero counter goes back to the tail with the counter minus one,
-/// otherwise it is evicted. Hits only bump a counter: no list moves, no locks needed for them
-/// in a concurrent design. Byte weights count against the queue shares; an entry heavier than
-/// the small queue still enters it.
+/// S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction", SOSP 2023), with
+/// the decisions of libCacheSim's S3FIFOv0.c (the paper's algorithm, the default) and, with
+/// `WarmMain`, of its later S3FIFO.c at their default parameters: a small FIFO of 10% of the
+/// capacity, a main FIFO of the rest and a ghost FIFO remembering the hashes of up to 90% of
+/// the capacity's worth of entries evicted from the small queue. A new key enters the small
+/// queue, or the main queue when its hash is a ghost; with `WarmMain`, a new key also goes to
+/// the main queue while the small queue is full and nothing has been evicted yet, so a cold
+/// cache fills its main queue first. Each hit adds one to a 2-bit counter (at most 3). Each
+/// eviction picks its queue once: the main queue when it is over its share or the small
+/// queue is empty, else the small queue. From the small queue, entries hit at least twice
+/// move to the main queue (counter reset, even past its share) until one hit fewer times
+/// leaves and its hash joins the ghost; from the main queue, entries with a nonzero counter go
+/// back to the tail with the counter minus one until one with a zero counter leaves. Hits only
+/// bump a counter: no list moves, no locks needed for them in a concurrent design. Byte
+/// weights count against the queue shares; an entry heavier than the small queue still enters
+/// it (libCacheSim refuses it; a cache here always admits what fits its budget).
 /// @code
 /// frugal::cache::s3fifo_cache<std::uint64_t, int> c(1000);
 /// frugal::cache::basic_cache<int, int, frugal::cache::s3fifo_warm_main_policy> w(1000);
@@ -49,24 +51,27 @@ struct basic_s3fifo_policy {
             list(n).push_back(n);
         }
         void touch(Node& n) noexcept { n.freq = static_cast<std::uint8_t>(std::min(n.freq + 1, 3)); }
-        /// Runs the queue moves of S3-FIFO's eviction until an entry is to leave.
+        /// Runs the queue moves of S3-FIFO's eviction until an entry is to leave. As in
+        /// libCacheSim, the queue to evict from is chosen once per eviction: the main queue when
+        /// it is over its share or the small queue is empty, else the small queue, whose hit
+        /// entries then move to the main queue (even past its share) until one hit fewer than
+        /// twice is found.
         [[nodiscard]] Node* victim() noexcept {
-            for (;;) {
-                if (main_.weight() > main_max_ || small_.empty()) {
-                    Node* m = main_.front();
-                    if (m == nullptr) return small_.front();
-                    if (m->freq == 0) return m;
-                    m->freq = static_cast<std::uint8_t>(m->freq - 1);  // a second chance, one use fewer
-                    main_.move_to_back(*m);
-                    continue;
+            if (main_.weight() <= main_max_ && !small_.empty()) {
+                while (Node* s = small_.front()) {
+                    if (s->freq < 2) return s;
+                    small_.erase(*s);  // hit since admission: to the main queue
+                    s->freq = 0;
+                    s->in_main = true;
+                    main_.push_back(*s);
                 }
-                Node* s = small_.front();
-                if (s->freq < 2) return s;
-                small_.erase(*s);  // hit since admission: to the main queue
-                s->freq = 0;
-                s->in_main = true;
-                main_.push_back(*s);
             }
+            while (Node* m = main_.front()) {
+                if (m->freq == 0) return m;
+                m->freq = static_cast<std::uint8_t>(m->freq - 1);  // a second chance, one use fewer
+                main_.move_to_back(*m);
+            }
+            return small_.front();
         }
         void evict(Node& n) {
             has_evicted_ = true;

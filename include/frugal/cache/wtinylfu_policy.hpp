@@ -3,27 +3,40 @@
 /// wtinylfu_policy: Window-TinyLFU admission over a segmented LRU, and `wtinylfu_cache`.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 
 #include "frugal/cache/basic_cache.hpp"
-#include "frugal/cache/count_min_sketch.hpp"
+#include "frugal/cache/counting_bloom_filter.hpp"
 #include "frugal/cache/lru_policy.hpp"
 
 namespace frugal::cache {
 
-/// W-TinyLFU (Einziger, Friedman and Manes, ACM ToS 2017): new entries enter a small LRU
-/// window (1% of the capacity by default); an entry leaving the window competes with the
-/// main region's victim and is admitted only if its estimated frequency (a
-/// `count_min_sketch`, or any `Sketch` with increment/estimate on hashes, capacity() and
-/// resize(entries)) is higher. The main region is a segmented LRU (20% probation, 80%
-/// protected). Scan resistant: a cyclic scan larger than the cache keeps most of the main
-/// region instead of LRU's 0% hits.
+/// W-TinyLFU (Einziger, Friedman and Manes, ACM ToS 2017) with the decisions of libCacheSim's
+/// WTinyLFU.c at its defaults: new entries enter an LRU window (1% of the capacity, at least
+/// one unit); the main region is a segmented LRU of the rest (probation 1/5, protected 4/5;
+/// an entry enters the lowest segment with room, probation when none has; a probation hit
+/// moves to protected, whose oldest entries go back to probation, whose oldest then leave).
+/// When room is needed, the window's oldest entries leave it in turn: into the main region
+/// while it has room; else the one whose estimated frequency is strictly higher than the main
+/// region's victim's takes its place, and the first one that is not higher is evicted, which
+/// ends the eviction (as does an empty window, after one main-region eviction). Frequencies
+/// (a `counting_bloom_filter`; `count_min_sketch`, Caffeine's, is 7 to 14 times smaller and
+/// also halves itself; or any `Sketch` with increment/estimate on hashes, halve(), capacity(),
+/// resize(entries) and max_capacity) count each insertion, each main-region hit (not window
+/// hits) and each entry leaving the window; they are halved every 32 x main-region capacity
+/// main-region hits. Scan resistant: a cyclic scan larger than the cache keeps most of the
+/// main region instead of LRU's 0% hits.
 ///
-/// The sketch is sized by entries, not by capacity units: at most 65536 entries at first,
-/// doubled (and reset, as Caffeine does) whenever the resident entries outgrow it, so a byte
-/// budget costs counters per entry held, never per byte.
+/// libCacheSim evicts every entry that eviction round decides on, and evicts from probation
+/// during a hit that overflows it; here such entries wait at the head of the eviction order
+/// and leave at the next insertions that need room (a hit never evicts; one hit while waiting
+/// returns to the window as if inserted again). The sketch is sized by entries, not by
+/// capacity units: for the main region's capacity up to 65536 at first (entries, for unit
+/// weights, as libCacheSim), regrown (and reset) when the entries held outgrow twice its size,
+/// so a byte budget costs counters per entry held, never per byte.
 ///
 /// With `Adaptive`, the window size is tuned online by hill climbing on the hit ratio, as
 /// Caffeine does: every sample of 10 requests per entry the cache has held at most (at least
@@ -36,11 +49,9 @@ namespace frugal::cache {
 /// frugal::cache::basic_cache<int, int, frugal::cache::wtinylfu_policy<>> d(1000, {}, {}, {}, 0.05);  // 5% window
 /// frugal::cache::basic_cache<int, int, frugal::cache::adaptive_wtinylfu_policy> e(1000);           // hill climbing
 /// @endcode
-template <class Sketch = count_min_sketch, bool Adaptive = false>
+template <class Sketch = counting_bloom_filter, bool Adaptive = false>
 struct wtinylfu_policy {
-    /// The newcomer joins the window before the eviction that makes room for it.
-    static constexpr bool admits_before_eviction = true;
-    enum class segment : std::uint8_t { window, probation, protected_ };
+    enum class segment : std::uint8_t { window, probation, protected_, leaving };
     struct node_data : detail::lru_hook {
         segment where = segment::window;
     };
@@ -50,10 +61,11 @@ struct wtinylfu_policy {
         static constexpr std::size_t initial_sketch_entries = 65536;
 
         explicit state(std::size_t capacity, double window_fraction = 0.01)
-            : window_fraction_(window_fraction), sketch_(std::min(capacity, initial_sketch_entries)) {
+            : window_fraction_(window_fraction), sketch_(std::max<std::size_t>(1, std::min(capacity, initial_sketch_entries))) {
             FRUGAL_CHECK(window_fraction > 0.0 && window_fraction < 1.0,
                          "wtinylfu_policy: window fraction ", window_fraction, " is outside (0, 1)");
             set_limits(capacity);
+            if (main_max_ > 0 && main_max_ < sketch_.capacity()) sketch_.resize(main_max_);
             step_ = 0.0625 * static_cast<double>(capacity);  // the first move grows the window
         }
         void admit(Node& n, double /*cost*/) {
@@ -65,21 +77,32 @@ struct wtinylfu_policy {
         }
         void touch(Node& n) {
             if constexpr (Adaptive) record(true);
-            sketch_.increment(n.hash);
             switch (n.where) {
-                case segment::window: window_.move_to_back(n); break;
+                case segment::window: window_.move_to_back(n); return;
+                case segment::leaving:  // evicted in libCacheSim: back as a new entry
+                    leaving_.erase(n);
+                    n.where = segment::window;
+                    window_.push_back(n);
+                    sketch_.increment(n.hash);
+                    return;
                 case segment::protected_: protected_.move_to_back(n); break;
                 case segment::probation:
                     probation_.erase(n);
                     n.where = segment::protected_;
                     protected_.push_back(n);
-                    while (protected_.weight() > protected_max_) {
+                    while (protected_.weight() > protected_max_ && !protected_.empty()) {
                         Node& d = *protected_.front();
                         protected_.erase(d);
                         d.where = segment::probation;
                         probation_.push_back(d);
                     }
+                    while (probation_.weight() > probation_max_ && !probation_.empty()) leave(*probation_.front());
                     break;
+            }
+            sketch_.increment(n.hash);
+            if (++main_hits_ >= 32 * static_cast<std::uint64_t>(main_max_)) {
+                main_hits_ = 0;
+                sketch_.halve();
             }
         }
         void remove(Node& n) noexcept {
@@ -87,6 +110,7 @@ struct wtinylfu_policy {
             --entries_;
         }
         void reattach(Node& n) {
+            if (n.where == segment::leaving) n.where = segment::window;
             list(n.where).push_back(n);
             count_in();
         }
@@ -96,25 +120,11 @@ struct wtinylfu_policy {
         }
         void evict(Node& n) noexcept { remove(n); }
 
-        /// Moves window overflow into the main region while it has room; then the loser of
-        /// window candidate against main victim (by estimated frequency) is the victim.
+        /// The next entry to leave: one an earlier eviction round decided on, else the next
+        /// round runs (window entries into the main region or out) until one is decided on.
         [[nodiscard]] Node* victim() {
-            while (window_.weight() > window_max_ && !window_.empty()) {
-                Node& candidate = *window_.front();
-                Node* main_victim = probation_.empty() ? protected_.front() : probation_.front();
-                const bool room = probation_.weight() + protected_.weight() + candidate.weight <= main_max_;
-                if (!room && main_victim != nullptr &&
-                    sketch_.estimate(candidate.hash) <= sketch_.estimate(main_victim->hash)) {
-                    return &candidate;
-                }
-                window_.erase(candidate);
-                candidate.where = segment::probation;
-                probation_.push_back(candidate);
-                if (!room && main_victim != nullptr) return main_victim;
-            }
-            if (Node* v = probation_.front()) return v;
-            if (Node* v = protected_.front()) return v;
-            return window_.front();
+            if (leaving_.empty()) evict_round();
+            return leaving_.front();
         }
         void set_capacity(std::size_t capacity) { set_limits(capacity); }
         [[nodiscard]] const Sketch& sketch() const noexcept { return sketch_; }
@@ -122,22 +132,69 @@ struct wtinylfu_policy {
         [[nodiscard]] std::size_t window_capacity() const noexcept { return window_max_; }
 
     private:
-        // Counts an entry in; the sketch grows (and resets) when the entries outgrow it.
+        [[nodiscard]] std::size_t main_weight() const noexcept { return probation_.weight() + protected_.weight(); }
+        [[nodiscard]] Node* main_victim() noexcept { return probation_.empty() ? protected_.front() : probation_.front(); }
+        void leave(Node& n) noexcept {
+            list(n.where).erase(n);
+            n.where = segment::leaving;
+            leaving_.push_back(n);
+        }
+        // Into the lowest main segment with room (probation when none has, after making room).
+        void enter_main(Node& n) noexcept {
+            if (probation_.weight() + n.weight <= probation_max_) {
+                n.where = segment::probation;
+            } else if (protected_.weight() + n.weight <= protected_max_) {
+                n.where = segment::protected_;
+            } else {
+                while (main_weight() + n.weight > main_max_) {
+                    Node* v = main_victim();
+                    if (v == nullptr) break;
+                    leave(*v);
+                }
+                n.where = segment::probation;
+            }
+            list(n.where).push_back(n);
+        }
+        // One round of libCacheSim's WTinyLFU_evict.
+        void evict_round() {
+            while (Node* c = window_.front()) {
+                if (main_weight() + c->weight <= main_max_) {
+                    window_.erase(*c);
+                    enter_main(*c);
+                    sketch_.increment(c->hash);
+                    continue;
+                }
+                Node* mv = main_victim();
+                if (mv != nullptr && sketch_.estimate(c->hash) > sketch_.estimate(mv->hash)) {
+                    leave(*mv);
+                    window_.erase(*c);
+                    enter_main(*c);
+                    sketch_.increment(c->hash);
+                    continue;
+                }
+                leave(*c);
+                sketch_.increment(c->hash);
+                return;
+            }
+            if (Node* mv = main_victim()) leave(*mv);
+        }
+        // Counts an entry in; the sketch grows (and resets) when the entries outgrow it twice.
         void count_in() {
             peak_entries_ = std::max(peak_entries_, ++entries_);
-            const std::size_t held = std::min(peak_entries_, capacity_);  // beyond: a newcomer on trial
-            if (held > sketch_.capacity() && sketch_.capacity() < count_min_sketch::max_capacity)
+            const std::size_t held = std::min(peak_entries_, capacity_);
+            if (held > 2 * sketch_.capacity() && sketch_.capacity() < Sketch::max_capacity)
                 sketch_.resize(std::min(2 * held, capacity_));
         }
         void set_limits(std::size_t capacity) {
             capacity_ = capacity;
-            window_size_ = std::max(1.0, static_cast<double>(capacity) * window_fraction_);
+            window_size_ = std::max(1.0, std::floor(static_cast<double>(capacity) * window_fraction_));
             apply_window();
         }
         void apply_window() {
             window_max_ = static_cast<std::size_t>(window_size_);
             main_max_ = capacity_ > window_max_ ? capacity_ - window_max_ : 0;
-            protected_max_ = static_cast<std::size_t>(static_cast<double>(main_max_) * 0.8);
+            probation_max_ = static_cast<std::size_t>(1.0 / 5 * static_cast<double>(main_max_));
+            protected_max_ = static_cast<std::size_t>(4.0 / 5 * static_cast<double>(main_max_));
         }
         // Hill climbing: one request (a hit or a miss followed by an admission) per call.
         void record(bool hit) {
@@ -157,15 +214,23 @@ struct wtinylfu_policy {
             apply_window();
         }
         detail::recency_list<Node>& list(segment s) noexcept {
-            return s == segment::window ? window_ : s == segment::probation ? probation_ : protected_;
+            switch (s) {
+                case segment::window: return window_;
+                case segment::probation: return probation_;
+                case segment::protected_: return protected_;
+                case segment::leaving: break;
+            }
+            return leaving_;
         }
         double window_fraction_, window_size_ = 1;
-        std::size_t capacity_ = 0, window_max_ = 0, main_max_ = 0, protected_max_ = 0;
+        std::size_t capacity_ = 0, window_max_ = 0, main_max_ = 0, probation_max_ = 0, protected_max_ = 0;
         std::size_t entries_ = 0, peak_entries_ = 0;           // entries held (the sketch's size)
         std::uint64_t sample_hits_ = 0, sample_requests_ = 0;  // hill climbing (Adaptive)
+        std::uint64_t main_hits_ = 0;                          // since the last halving
         double previous_rate_ = 0, step_ = 0;
         Sketch sketch_;
         detail::recency_list<Node> window_, probation_, protected_;
+        detail::recency_list<Node> leaving_;  // decided on by an eviction round, oldest first
     };
 };
 
@@ -173,7 +238,7 @@ struct wtinylfu_policy {
 /// @code
 /// frugal::cache::basic_cache<int, int, frugal::cache::adaptive_wtinylfu_policy> c(1000);
 /// @endcode
-using adaptive_wtinylfu_policy = wtinylfu_policy<count_min_sketch, true>;
+using adaptive_wtinylfu_policy = wtinylfu_policy<counting_bloom_filter, true>;
 static_assert(cache_policy<wtinylfu_policy<>> && cache_policy<adaptive_wtinylfu_policy>);
 
 /// A W-TinyLFU cache of `capacity` weight units (entries by default).
