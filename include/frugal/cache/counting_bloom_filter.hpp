@@ -19,8 +19,9 @@ namespace frugal::cache {
 /// libCacheSim's W-TinyLFU (minimalIncrementCBF) sizes it: ceil(14.38 x entries) counters and
 /// 10 probes per item by double hashing; an increment adds one to all 10 counters (saturating at
 /// 2^32 - 1), the estimate is their minimum, and `halve` (the decay, called by its user) halves
-/// every counter. Probes come from the item's hash, not from libCacheSim's XXH64 of the key, so
-/// collisions (and with them a few admission decisions) differ from libCacheSim's.
+/// every counter. Probes come from the item's hash, not from libCacheSim's XXH64 of the key,
+/// and map onto the counters by multiply-shift, not modulo, so collisions (and with them a few
+/// admission decisions) differ from libCacheSim's.
 /// @code
 /// frugal::cache::counting_bloom_filter f(1000);
 /// f.increment(hash);
