@@ -158,23 +158,19 @@ struct wtinylfu_policy {
         // One round of libCacheSim's WTinyLFU_evict.
         void evict_round() {
             while (Node* c = window_.front()) {
-                if (main_weight() + c->weight <= main_max_) {
-                    window_.erase(*c);
-                    enter_main(*c);
-                    sketch_.increment(c->hash);
-                    continue;
-                }
-                Node* mv = main_victim();
-                if (mv != nullptr && sketch_.estimate(c->hash) > sketch_.estimate(mv->hash)) {
-                    leave(*mv);
-                    window_.erase(*c);
-                    enter_main(*c);
-                    sketch_.increment(c->hash);
-                    continue;
-                }
-                leave(*c);
+                // Into the main region while it has room; else in place of its victim when
+                // estimated strictly more frequent; else it leaves and the round ends.
+                const bool room = main_weight() + c->weight <= main_max_;
+                Node* mv = room ? nullptr : main_victim();
+                const bool enters = room || (mv != nullptr && sketch_.estimate(c->hash) > sketch_.estimate(mv->hash));
                 sketch_.increment(c->hash);
-                return;
+                if (!enters) {
+                    leave(*c);
+                    return;
+                }
+                if (mv != nullptr) leave(*mv);
+                window_.erase(*c);
+                enter_main(*c);
             }
             if (Node* mv = main_victim()) leave(*mv);
         }
