@@ -411,6 +411,29 @@ std::vector<record> acceptance_records(const std::vector<token_record>& data, co
     return out;
 }
 
+// Nanoseconds of one load that depends on the previous one, over `bytes` of memory (a random
+// cycle through its cache lines): what each state read of a draft costs when the history's
+// automata are out of the caches. Measured in the same run as the drafts it explains.
+double dependent_load_ns(std::size_t bytes) {
+    struct alignas(64) line {
+        std::uint32_t next = 0;
+    };
+    const std::size_t lines = std::max<std::size_t>(2, bytes / sizeof(line));
+    std::vector<std::uint32_t> order(lines);
+    for (std::size_t i = 0; i < lines; ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
+    std::vector<line> chain(lines);
+    for (std::size_t i = 0; i < lines; ++i) chain[order[i]].next = order[(i + 1) % lines];
+    constexpr std::size_t steps = std::size_t{1} << 22;
+    std::uint32_t at = order[0];
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < steps; ++i) at = chain[at].next;
+    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    volatile std::uint32_t sink = at;  // keeps the chase
+    (void)sink;
+    return ns / static_cast<double>(steps);
+}
+
 // `--concurrency C --history-tokens N`: C requests replayed interleaved, step by step,
 // through the request-level API (`speculator`) over one live history bounded to N tokens.
 // The history starts full: the file's prompts, cycled, stand in for the outputs of earlier
@@ -421,7 +444,10 @@ std::vector<record> acceptance_records(const std::vector<token_record>& data, co
 // `history_add_us_*` is the CPU time of the request's thread in `add` (which takes no lock,
 // so it never waits on the writer): on a shared machine the wall time also counts
 // preemption by other processes, reported as `history_add_wall_us_*`. Every draft call is
-// timed (wall), one request per call. Records: the replay's totals ("all").
+// timed (wall), one request per call, then made again at once (`draft_warm_us_*`: the same
+// work with the states it reads in cache); `load_latency_ns` is a dependent load over as
+// much memory as the history holds, and `draft_us_p99_in_loads` the cold p99 in such loads.
+// Records: the replay's totals ("all").
 std::vector<record> concurrent_records(const std::vector<token_record>& data, const std::string& kind,
                                        const options& opt, std::size_t concurrency, std::size_t history_tokens) {
     using clock = std::chrono::steady_clock;
@@ -465,7 +491,7 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
     };
     std::vector<live> slots;
     std::size_t next = 0;
-    std::vector<double> start_us, add_us, add_wall_us;
+    std::vector<double> start_us, add_us, add_wall_us, warm_us;
     replay_stats s;
     auto admit = [&](live& l) {
         l = {next, 0, next};
@@ -481,8 +507,11 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
             const token_record& rec = data[l.record];
             if (l.pos < rec.response.size()) {
                 const auto t0 = clock::now();
-                const auto drafts = spec.propose(std::span<const draft::request_id>(&l.id, 1), shape);
+                auto drafts = spec.propose(std::span<const draft::request_id>(&l.id, 1), shape);
                 s.draft_us.push_back(since_us(t0));
+                const auto t1 = clock::now();
+                drafts = spec.propose(std::span<const draft::request_id>(&l.id, 1), shape);
+                warm_us.push_back(since_us(t1));
                 const std::size_t emitted = testing::replay_step(rec, l.pos, *drafts[0], s);
                 spec.append(l.id, std::span<const token>(rec.response).subspan(l.pos, emitted));
                 l.pos += emitted;
@@ -510,6 +539,9 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
     writer.request_stop();
     writer.join();
     const auto snap = history.snapshot();
+    const std::size_t history_bytes =
+        snap->old_generation().automaton.memory_bytes() + snap->young_generation().automaton.memory_bytes();
+    const double load_ns = dependent_load_ns(history_bytes);
     auto max_of = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
     auto q = [](const std::vector<double>& v, double p) { return v.empty() ? 0.0 : quantile(v, p); };
     record r{{"drafter", kind}, {"category", "all"}, {"concurrency", concurrency}, {"history_tokens", history_tokens}};
@@ -525,7 +557,12 @@ std::vector<record> concurrent_records(const std::vector<token_record>& data, co
                    {"publish_us_max", max_of(publish_us)},
                    {"publishes", publish_us.size()},
                    {"rebuilds", rebuilds},
-                   {"history_held_tokens", snap->size()}});
+                   {"history_held_tokens", snap->size()},
+                   {"history_bytes", history_bytes},
+                   {"draft_warm_us_p50", q(warm_us, 0.5)},
+                   {"draft_warm_us_p99", q(warm_us, 0.99)},
+                   {"load_latency_ns", load_ns},
+                   {"draft_us_p99_in_loads", q(s.draft_us, 0.99) * 1000.0 / load_ns}});
     return {r};
 }
 
