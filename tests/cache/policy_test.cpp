@@ -440,6 +440,45 @@ TEST(CacheCore, StdUnorderedMapIndexBehavesLikeTheIntrusiveOne) {
     EXPECT_EQ(a.stats().hits, b.stats().hits);
 }
 
+TEST(CacheCore, IntrusiveIndexChainsCollidingKeys) {
+    // Three hash values for 400 keys: long chains of equal hashes, entries erased from their
+    // middle and ends, the bucket array grown while they hold; the std::unordered_map index
+    // with the same hash is the oracle.
+    struct three_hashes {
+        std::size_t operator()(int k) const noexcept { return static_cast<std::size_t>(k % 3); }
+    };
+    frugal::cache::lru_cache<int, int, frugal::cache::unit_weigher, three_hashes> a(300);
+    frugal::cache::lru_cache<int, int, frugal::cache::unit_weigher, three_hashes, std::equal_to<int>,
+                             frugal::cache::map_index<std::unordered_map>>
+        b(300);
+    std::mt19937 rng(11);
+    for (int i = 0; i < 20000; ++i) {
+        const int key = static_cast<int>(rng() % 400);
+        if (rng() % 5 == 0) {
+            ASSERT_EQ(a.erase(key), b.erase(key)) << "erase " << key;
+            continue;
+        }
+        const int* va = a.get(key);
+        const int* vb = b.get(key);
+        ASSERT_EQ(va != nullptr, vb != nullptr) << "get " << key;
+        if (va != nullptr) {
+            ASSERT_EQ(*va, *vb);
+        } else {
+            a.put(key, i);
+            b.put(key, i);
+        }
+        ASSERT_EQ(a.size(), b.size());
+    }
+    std::size_t seen = 0;
+    a.for_each([&](int k, int v) {
+        ++seen;
+        const int* other = b.peek(k);
+        ASSERT_NE(other, nullptr) << k;
+        EXPECT_EQ(v, *other);
+    });
+    EXPECT_EQ(seen, b.size());
+}
+
 TEST(CacheCore, ShrinkingTheCapacityEvicts) {
     frugal::cache::lru_cache<int, int> c(10);
     for (int k = 0; k < 10; ++k) c.put(k, k);
