@@ -1,6 +1,6 @@
 """Tiled attention under a workspace budget and batched attention over paged K/V (frugal::attention)."""
 import enum
-from typing import Any, Optional
+from typing import Any, List, Literal, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -72,3 +72,29 @@ def batch_run(q: npt.NDArray[Any], k_pages: npt.NDArray[Any], v_pages: npt.NDArr
               kv_last_page_len: npt.NDArray[np.int32], qo_indptr: npt.NDArray[np.int64], *,
               out: Optional[npt.NDArray[Any]] = None, kv_layout: KVLayout = ..., mask: Mask = ...,
               scale: float = 0.0, threads: int = 1) -> npt.NDArray[Any]: ...
+
+class BatchPlan:
+    def __init__(self, kv_indptr: npt.NDArray[np.int32], kv_indices: npt.NDArray[np.int32],
+                 kv_last_page_len: npt.NDArray[np.int32], qo_indptr: npt.NDArray[np.int64], *, page_size: int,
+                 q_heads: int, kv_heads: int, head_dim: int,
+                 dtype: Literal["float32", "float16", "bfloat16"] = "float32", mask: Mask = ..., scale: float = 0.0,
+                 threads: int = 1) -> None: ...
+    def run(self, q: npt.NDArray[Any], k_pages: npt.NDArray[Any], v_pages: npt.NDArray[Any], *,
+            out: Optional[npt.NDArray[Any]] = None, lse: Optional[npt.NDArray[np.float32]] = None,
+            kv_layout: KVLayout = ...) -> npt.NDArray[Any]: ...
+    @property
+    def batch(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def kv_lens(self) -> List[int]: ...
+    @property
+    def page_size(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def workers(self) -> int: ...
+    @property
+    def kv_chunk(self) -> int: ...
+    @property
+    def workspace_bytes(self) -> int: ...

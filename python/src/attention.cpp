@@ -1,8 +1,12 @@
 // frugal.attention: the tile plan and tiled attention over numpy float32 arrays, and batched
-// attention over a paged K/V cache in float32 or float16, computed in place by the reference
-// CPU backend (Eigen + xsimd), with the GIL released.
+// attention over a paged K/V cache in float32, float16 or bfloat16 (planned once per step, run
+// per layer), computed in place by the reference CPU backend (Eigen + xsimd), with the GIL
+// released.
 
 #include <cstdint>
+#include <limits>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +18,8 @@
 #include <frugal/attention/masks.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
+
+#include <pybind11/stl.h>
 
 #include "common.hpp"
 
@@ -41,16 +47,58 @@ void reject_half(py::handle a, const char* name) {
                              "pass a float32 array (numpy: a.astype(numpy.float32))");
 }
 
-// A C-contiguous numpy array of `T` (float32, or float16 read as frugal's float16 bits) with
-// `ndim` dimensions, used in place.
+// The numpy dtype that carries storage type `T`: float32, float16, and uint16 for bfloat16
+// (numpy has no bfloat16; its arrays hold the raw bits, e.g. `t.view(torch.int16).numpy()`).
+template <class T>
+py::dtype numpy_dtype() {
+    if constexpr (std::is_same_v<T, float>) return py::dtype::of<float>();
+    else if constexpr (std::is_same_v<T, float16>) return py::dtype("float16");
+    else return py::dtype::of<std::uint16_t>();
+}
+template <class T>
+const char* numpy_name() {
+    if constexpr (std::is_same_v<T, float>) return "float32";
+    else if constexpr (std::is_same_v<T, float16>) return "float16";
+    else return "uint16 (bfloat16 bits)";
+}
+
+// The storage dtype a paged batch's arrays carry, from q's numpy dtype.
+storage_dtype dtype_of_array(py::handle q) {
+    if (!py::isinstance<py::array>(q)) throw py::type_error("q must be a numpy array");
+    const py::dtype dt = py::reinterpret_borrow<py::array>(q).dtype();
+    if (dt.equal(numpy_dtype<float>())) return storage_dtype::f32;
+    if (dt.equal(numpy_dtype<float16>())) return storage_dtype::f16;
+    if (dt.equal(numpy_dtype<bfloat16>())) return storage_dtype::bf16;
+    throw py::type_error("q must be float32, float16 or uint16 (bfloat16 bits), got " + py::str(py::handle(dt)).cast<std::string>());
+}
+
+// A storage dtype named "float32", "float16" or "bfloat16".
+storage_dtype dtype_named(const std::string& name) {
+    if (name == "float32") return storage_dtype::f32;
+    if (name == "float16") return storage_dtype::f16;
+    if (name == "bfloat16") return storage_dtype::bf16;
+    throw py::value_error("dtype must be \"float32\", \"float16\" or \"bfloat16\", got \"" + name + "\"");
+}
+
+// Calls f(T{}) with T the storage type of `dt`.
+template <class F>
+decltype(auto) with_storage(storage_dtype dt, F&& f) {
+    switch (dt) {
+        case storage_dtype::f16: return f(float16{});
+        case storage_dtype::bf16: return f(bfloat16{});
+        case storage_dtype::f32: break;
+    }
+    return f(float{});
+}
+
+// A C-contiguous numpy array of `T` with `ndim` dimensions, used in place.
 template <class T>
 T* storage_of(py::handle obj, const char* name, py::ssize_t ndim) {
+    using E = std::remove_const_t<T>;
     if (!py::isinstance<py::array>(obj)) throw py::type_error(std::string(name) + " must be a numpy array");
     auto a = py::reinterpret_borrow<py::array>(obj);
-    const bool want_half = std::is_same_v<std::remove_const_t<T>, float16>;
-    const py::dtype want = want_half ? py::dtype("float16") : py::dtype::of<float>();
-    if (!a.dtype().equal(want))
-        throw py::type_error(std::string(name) + " must be " + (want_half ? "float16" : "float32") + " like q, got " +
+    if (!a.dtype().equal(numpy_dtype<E>()))
+        throw py::type_error(std::string(name) + " must be " + numpy_name<E>() + " (the plan's dtype), got " +
                              py::str(a.dtype()).cast<std::string>());
     if (a.ndim() != ndim)
         throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " +
@@ -64,43 +112,111 @@ T* storage_of(py::handle obj, const char* name, py::ssize_t ndim) {
     }
 }
 
-// batch::run on numpy arrays of T: q and out [tokens, q_heads, d]; K and V pools
-// [pages, page_size, kv_heads, d] (nhd) or [pages, kv_heads, page_size, d] (hnd).
-template <class T>
-void run_paged(py::handle q, py::handle k_pages, py::handle v_pages, const array_view<std::int32_t>& indptr,
-               const array_view<std::int32_t>& indices, const array_view<std::int32_t>& last_page_len,
-               const std::vector<std::size_t>& qo_indptr, py::handle out, kv_layout kl, const attention_mask& mask,
-               float scale, std::size_t threads) {
-    const T* qd = storage_of<const T>(q, "q", 3);
-    T* od = storage_of<T>(out, "out", 3);
-    const T* kd = storage_of<const T>(k_pages, "k_pages", 4);
-    const T* vd = storage_of<const T>(v_pages, "v_pages", 4);
-    const auto qa = py::reinterpret_borrow<py::array>(q), ka = py::reinterpret_borrow<py::array>(k_pages);
-    const auto oa = py::reinterpret_borrow<py::array>(out), va = py::reinterpret_borrow<py::array>(v_pages);
-    const std::size_t tokens = qa.shape(0), q_heads = qa.shape(1), d = qa.shape(2), pages = ka.shape(0);
-    const std::size_t page_size = kl == kv_layout::nhd ? ka.shape(1) : ka.shape(2);
-    const std::size_t kv_heads = kl == kv_layout::nhd ? ka.shape(2) : ka.shape(1);
-    FRUGAL_CHECK(ka.shape(3) == static_cast<py::ssize_t>(d), "batch_run: k_pages head_dim ", ka.shape(3), " != q's ", d);
-    for (py::ssize_t i = 0; i < 4; ++i)
-        FRUGAL_CHECK(va.shape(i) == ka.shape(i), "batch_run: v_pages shape differs from k_pages' at axis ", i, ": ",
-                     va.shape(i), " != ", ka.shape(i));
-    for (py::ssize_t i = 0; i < 3; ++i)
-        FRUGAL_CHECK(oa.shape(i) == qa.shape(i), "batch_run: out shape differs from q's at axis ", i, ": ", oa.shape(i),
-                     " != ", qa.shape(i));
-    FRUGAL_CHECK(!qo_indptr.empty() && qo_indptr.back() == tokens, "batch_run: qo_indptr ends at ",
-                 qo_indptr.empty() ? 0 : qo_indptr.back(), " but q has ", tokens, " tokens");
-    const page_table table{indptr.span(), indices.span(), last_page_len.span(), page_size};
-    const auto kv = paged_kv<const T>::separate(kd, vd, pages, kv_heads, d, kl, table);
-    std::vector<std::size_t> kv_lens(table.batch());
-    for (std::size_t s = 0; s < kv_lens.size(); ++s) kv_lens[s] = table.kv_len(s);
-    const batch_shape shape{.q_heads = q_heads, .kv_heads = kv_heads, .head_dim = d, .qo_indptr = qo_indptr,
-                            .kv_lens = kv_lens};
-    const auto plan = batch::plan(shape, {.mask = mask, .scale = scale, .dtype = dtype_of<T>, .threads = threads});
-    const auto qv = heads_view<const T>::token_major(qd, tokens, q_heads, d);
-    const auto ov = heads_view<T>::token_major(od, tokens, q_heads, d);
-    py::gil_scoped_release release;
-    batch::run(plan, eigen::attention_backend{}, qv, kv, ov);
-}
+// A batch plan for one engine step over a paged K/V cache: the page table (copied), the plan
+// and its workspace, reused by every layer's run. Runs on one plan take turns (they share the
+// workspace).
+class py_batch_plan {
+public:
+    py_batch_plan(py::handle kv_indptr, py::handle kv_indices, py::handle kv_last_page_len, py::handle qo_indptr,
+                  std::size_t page_size, std::size_t q_heads, std::size_t kv_heads, std::size_t head_dim,
+                  storage_dtype dtype, const attention_mask& mask, float scale, std::size_t threads)
+        : indptr_(copy_of<std::int32_t>(kv_indptr, "kv_indptr")),
+          indices_(copy_of<std::int32_t>(kv_indices, "kv_indices")),
+          last_(copy_of<std::int32_t>(kv_last_page_len, "kv_last_page_len")),
+          table_{indptr_, indices_, last_, page_size},
+          plan_(make_plan(table_, qo_indptr, q_heads, kv_heads, head_dim, dtype, mask, scale, threads)),
+          workspace_(plan_.workspace_bytes() / sizeof(float)) {}
+    py_batch_plan(const py_batch_plan&) = delete;
+    py_batch_plan& operator=(const py_batch_plan&) = delete;
+
+    [[nodiscard]] const batch_plan& plan() const noexcept { return plan_; }
+    [[nodiscard]] std::size_t page_size() const noexcept { return table_.page_size; }
+
+    // batch::run for one layer: q and out [tokens, q_heads, d]; the pools
+    // [pages, page_size, kv_heads, d] (nhd) or [pages, kv_heads, page_size, d] (hnd).
+    py::object run(py::handle q, py::handle k_pages, py::handle v_pages, py::object out, py::object lse,
+                   kv_layout kl) {
+        if (out.is_none()) {
+            if (!py::isinstance<py::array>(q)) throw py::type_error("q must be a numpy array");
+            const auto qa = py::reinterpret_borrow<py::array>(q);
+            out = py::array(qa.dtype(), std::vector<py::ssize_t>(qa.shape(), qa.shape() + qa.ndim()));
+        }
+        std::optional<array_view<float, true>> la;
+        matrix_view<float> lse_view;
+        if (!lse.is_none()) {
+            la.emplace(lse, "lse", 2);
+            FRUGAL_CHECK(la->shape(0) == plan_.q_heads() && la->shape(1) == plan_.q_tokens(), "BatchPlan.run: lse is ",
+                         la->shape(0), " x ", la->shape(1), ", expected q_heads x tokens = ", plan_.q_heads(), " x ",
+                         plan_.q_tokens());
+            lse_view = matrix_view<float>(la->data(), la->shape(0), la->shape(1), la->shape(1));
+        }
+        with_storage(plan_.dtype(), [&]<class T>(T) { run_as<T>(q, k_pages, v_pages, out, lse_view, kl); });
+        return out;
+    }
+
+private:
+    template <class T>
+    static std::vector<T> copy_of(py::handle obj, const char* name) {
+        const array_view<T> a(obj, name);
+        return {a.data(), a.data() + a.size()};
+    }
+    static batch_plan make_plan(const page_table& table, py::handle qo_indptr, std::size_t q_heads,
+                                std::size_t kv_heads, std::size_t head_dim, storage_dtype dtype,
+                                const attention_mask& mask, float scale, std::size_t threads) {
+        table.validate(std::numeric_limits<std::int32_t>::max());  // page indices: checked against each run's pools
+        const array_view<std::int64_t> qo(qo_indptr, "qo_indptr");
+        std::vector<std::size_t> qo_sizes(qo.size()), kv_lens(table.batch());
+        for (std::size_t i = 0; i < qo_sizes.size(); ++i) {
+            FRUGAL_CHECK(qo.data()[i] >= 0, "BatchPlan: qo_indptr[", i, "] = ", qo.data()[i], " is negative");
+            qo_sizes[i] = static_cast<std::size_t>(qo.data()[i]);
+        }
+        for (std::size_t s = 0; s < kv_lens.size(); ++s) kv_lens[s] = table.kv_len(s);
+        const batch_shape shape{.q_heads = q_heads, .kv_heads = kv_heads, .head_dim = head_dim, .qo_indptr = qo_sizes,
+                                .kv_lens = kv_lens};
+        return batch::plan(shape, {.mask = mask, .scale = scale, .dtype = dtype, .threads = threads});
+    }
+    template <class T>
+    void run_as(py::handle q, py::handle k_pages, py::handle v_pages, py::handle out, matrix_view<float> lse,
+                kv_layout kl) {
+        const T* qd = storage_of<const T>(q, "q", 3);
+        T* od = storage_of<T>(out, "out", 3);
+        const T* kd = storage_of<const T>(k_pages, "k_pages", 4);
+        const T* vd = storage_of<const T>(v_pages, "v_pages", 4);
+        const auto qa = py::reinterpret_borrow<py::array>(q), ka = py::reinterpret_borrow<py::array>(k_pages);
+        const auto oa = py::reinterpret_borrow<py::array>(out), va = py::reinterpret_borrow<py::array>(v_pages);
+        const std::size_t d = plan_.head_dim(), kv_heads = plan_.kv_heads();
+        const std::size_t pool_page = kl == kv_layout::nhd ? ka.shape(1) : ka.shape(2);
+        const std::size_t pool_heads = kl == kv_layout::nhd ? ka.shape(2) : ka.shape(1);
+        FRUGAL_CHECK(pool_page == table_.page_size && pool_heads == kv_heads && ka.shape(3) == py::ssize_t(d),
+                     "BatchPlan.run: k_pages holds pages of ", pool_page, " tokens x ", pool_heads, " KV heads x ",
+                     ka.shape(3), ", the plan ", table_.page_size, " x ", kv_heads, " x ", d);
+        for (py::ssize_t i = 0; i < 4; ++i)
+            FRUGAL_CHECK(va.shape(i) == ka.shape(i), "BatchPlan.run: v_pages shape differs from k_pages' at axis ", i,
+                         ": ", va.shape(i), " != ", ka.shape(i));
+        FRUGAL_CHECK(qa.shape(0) == py::ssize_t(plan_.q_tokens()), "BatchPlan.run: q has ", qa.shape(0),
+                     " tokens, the plan's qo_indptr ends at ", plan_.q_tokens());
+        FRUGAL_CHECK(qa.shape(1) == py::ssize_t(plan_.q_heads()) && qa.shape(2) == py::ssize_t(d), "BatchPlan.run: q has ",
+                     qa.shape(1), " heads x ", qa.shape(2), ", the plan ", plan_.q_heads(), " x ", d);
+        for (py::ssize_t i = 0; i < 3; ++i) {
+            FRUGAL_CHECK(oa.shape(i) == qa.shape(i), "BatchPlan.run: out shape differs from q's at axis ", i, ": ",
+                         oa.shape(i), " != ", qa.shape(i));
+        }
+        const auto kv = paged_kv<const T>::separate(kd, vd, static_cast<std::size_t>(ka.shape(0)), kv_heads, d, kl,
+                                                    table_);
+        const auto qv = heads_view<const T>::token_major(qd, plan_.q_tokens(), plan_.q_heads(), d);
+        const auto ov = heads_view<T>::token_major(od, plan_.q_tokens(), plan_.q_heads(), d);
+        py::gil_scoped_release release;
+        const std::lock_guard lock(mutex_);
+        batch::run(plan_, eigen::attention_backend{}, qv, kv, ov, lse, std::span<float>(workspace_),
+                   default_thread_pool());
+    }
+
+    std::vector<std::int32_t> indptr_, indices_, last_;
+    page_table table_;
+    batch_plan plan_;
+    std::vector<float> workspace_;
+    std::mutex mutex_;
+};
 
 }  // namespace
 
@@ -199,35 +315,81 @@ fits. scale 0 means 1/sqrt(head_dim); q_heads must be a multiple of kv_heads (GQ
     py::enum_<kv_layout>(m, "KVLayout", "Axis order of a page of a paged K/V pool.")
         .value("nhd", kv_layout::nhd, "[page_size, kv_heads, head_dim] (vLLM, FlashInfer's default)")
         .value("hnd", kv_layout::hnd, "[kv_heads, page_size, head_dim]");
+    py::class_<py_batch_plan>(m, "BatchPlan", R"doc(
+One engine step's batch over a paged K/V cache, planned once and run per layer (FlashInfer's
+plan/run): the page table (FlashInfer's: sequence s owns pages kv_indices[kv_indptr[s] ..
+kv_indptr[s + 1]] (int32) and uses kv_last_page_len[s] tokens of its last one), the query
+rows (sequence s owns rows qo_indptr[s] .. qo_indptr[s + 1], int64), the work split and the
+workspace, fixed here; dtype "float32", "float16" or "bfloat16" (numpy has no bfloat16: its
+arrays are uint16 holding the bits). Each sequence's last q_len keys are its new tokens
+(bottom-right causal mask by default). Runs on one plan take turns.
+
+    plan = BatchPlan(kv_indptr, kv_indices, kv_last_page_len, qo_indptr, page_size=16,
+                     q_heads=32, kv_heads=8, head_dim=128, dtype="bfloat16", threads=4)
+    for layer in layers:
+        out = plan.run(layer.q, layer.k_pool, layer.v_pool))doc")
+        .def(py::init([](py::handle indptr, py::handle indices, py::handle last, py::handle qo, std::size_t page_size,
+                         std::size_t q_heads, std::size_t kv_heads, std::size_t head_dim, const std::string& dtype,
+                         const attention_mask& mask, float scale, std::size_t threads) {
+                 return std::make_unique<py_batch_plan>(indptr, indices, last, qo, page_size, q_heads, kv_heads,
+                                                        head_dim, dtype_named(dtype), mask, scale, threads);
+             }),
+             py::arg("kv_indptr"), py::arg("kv_indices"), py::arg("kv_last_page_len"), py::arg("qo_indptr"),
+             py::kw_only(), py::arg("page_size"), py::arg("q_heads"), py::arg("kv_heads"), py::arg("head_dim"),
+             py::arg("dtype") = "float32", py::arg("mask") = attention_mask::causal(), py::arg("scale") = 0.0f,
+             py::arg("threads") = 1)
+        .def("run", &py_batch_plan::run, py::arg("q"), py::arg("k_pages"), py::arg("v_pages"), py::kw_only(),
+             py::arg("out") = py::none(), py::arg("lse") = py::none(), py::arg("kv_layout") = kv_layout::nhd,
+             R"doc(Attention for one layer: q and out [tokens, q_heads, head_dim], the pools [pages, page_size,
+kv_heads, head_dim] (KVLayout.nhd) or [pages, kv_heads, page_size, head_dim] (hnd), all of the
+plan's dtype and C-contiguous; `out` is allocated when not given; `lse` (float32, q_heads x
+tokens) receives each row's natural log-sum-exp (for merging with another pass, e.g. a shared
+prefix). Allocates nothing else; the result does not depend on the thread count.
+
+    out = plan.run(q, k_pool, v_pool, lse=lse))doc")
+        .def_property_readonly("batch", [](const py_batch_plan& p) { return p.plan().batch(); })
+        .def_property_readonly("tokens", [](const py_batch_plan& p) { return p.plan().q_tokens(); },
+                               "Query rows of the batch (q's first axis).")
+        .def_property_readonly("kv_lens", [](const py_batch_plan& p) {
+            const auto l = p.plan().kv_lens();
+            return std::vector<std::size_t>(l.begin(), l.end());
+        })
+        .def_property_readonly("page_size", &py_batch_plan::page_size)
+        .def_property_readonly("dtype", [](const py_batch_plan& p) {
+            return std::string(p.plan().dtype() == storage_dtype::f32   ? "float32"
+                               : p.plan().dtype() == storage_dtype::f16 ? "float16"
+                                                                        : "bfloat16");
+        })
+        .def_property_readonly("workers", [](const py_batch_plan& p) { return p.plan().workers(); })
+        .def_property_readonly("kv_chunk", [](const py_batch_plan& p) { return p.plan().kv_chunk(); },
+                               "Keys per split-KV chunk of a long decode.")
+        .def_property_readonly("workspace_bytes", [](const py_batch_plan& p) { return p.plan().workspace_bytes(); },
+                               "Exact bytes of workspace the plan holds for its runs.");
+
     m.def("batch_run",
           [](py::handle q, py::handle k_pages, py::handle v_pages, py::handle kv_indptr, py::handle kv_indices,
              py::handle kv_last_page_len, py::handle qo_indptr, py::object out, kv_layout kl, const attention_mask& mask,
              float scale, std::size_t threads) -> py::object {
-              const array_view<std::int32_t> indptr(kv_indptr, "kv_indptr"), indices(kv_indices, "kv_indices"),
-                  last(kv_last_page_len, "kv_last_page_len");
-              const array_view<std::int64_t> qo(qo_indptr, "qo_indptr");
-              std::vector<std::size_t> qo_sizes(qo.size());
-              for (std::size_t i = 0; i < qo_sizes.size(); ++i) {
-                  FRUGAL_CHECK(qo.data()[i] >= 0, "batch_run: qo_indptr[", i, "] = ", qo.data()[i], " is negative");
-                  qo_sizes[i] = static_cast<std::size_t>(qo.data()[i]);
-              }
-              if (!py::isinstance<py::array>(q)) throw py::type_error("q must be a numpy array");
+              const storage_dtype dt = dtype_of_array(q);
+              if (!py::isinstance<py::array>(k_pages)) throw py::type_error("k_pages must be a numpy array");
+              const auto ka = py::reinterpret_borrow<py::array>(k_pages);
+              FRUGAL_CHECK(ka.ndim() == 4, "batch_run: k_pages must have 4 dimensions, got ", ka.ndim());
               const auto qa = py::reinterpret_borrow<py::array>(q);
-              if (out.is_none()) out = py::array(qa.dtype(), std::vector<py::ssize_t>(qa.shape(), qa.shape() + qa.ndim()));
-              if (qa.dtype().equal(py::dtype("float16"))) {
-                  run_paged<float16>(q, k_pages, v_pages, indptr, indices, last, qo_sizes, out, kl, mask, scale, threads);
-              } else {
-                  run_paged<float>(q, k_pages, v_pages, indptr, indices, last, qo_sizes, out, kl, mask, scale, threads);
-              }
-              return out;
+              FRUGAL_CHECK(qa.ndim() == 3, "batch_run: q must have 3 dimensions, got ", qa.ndim());
+              const std::size_t page_size = kl == kv_layout::nhd ? ka.shape(1) : ka.shape(2);
+              const std::size_t kv_heads = kl == kv_layout::nhd ? ka.shape(2) : ka.shape(1);
+              py_batch_plan plan(kv_indptr, kv_indices, kv_last_page_len, qo_indptr, page_size, qa.shape(1), kv_heads,
+                                 qa.shape(2), dt, mask, scale, threads);
+              return plan.run(q, k_pages, v_pages, std::move(out), py::none(), kl);
           },
           py::arg("q"), py::arg("k_pages"), py::arg("v_pages"), py::arg("kv_indptr"), py::arg("kv_indices"),
           py::arg("kv_last_page_len"), py::arg("qo_indptr"), py::kw_only(), py::arg("out") = py::none(),
           py::arg("kv_layout") = kv_layout::nhd, py::arg("mask") = attention_mask::causal(), py::arg("scale") = 0.0f,
           py::arg("threads") = 1,
-          R"doc(Attention for a batch of sequences over a paged K/V cache (prefills, decodes or both), in float32
-or float16 (q, the pools and out share the dtype; float16 is computed in float32 and rounded
-once). q and out are ragged [tokens, q_heads, head_dim]: sequence s owns rows
+          R"doc(Attention for a batch of sequences over a paged K/V cache (prefills, decodes or both), planned
+and run once (an engine reuses a BatchPlan across layers), in float32, float16 or bfloat16 (uint16
+arrays of bfloat16 bits); q, the pools and out share the dtype, computed in float32 and rounded
+once. q and out are ragged [tokens, q_heads, head_dim]: sequence s owns rows
 qo_indptr[s]..qo_indptr[s + 1] (int64). The page table is FlashInfer's: sequence s owns pages
 kv_indices[kv_indptr[s]..kv_indptr[s + 1]] (int32) and uses kv_last_page_len[s] tokens of its
 last one; its last q_len keys are its new tokens under the bottom-right causal mask.

@@ -89,6 +89,19 @@ def test_errors():
         att.plan(q_heads=2, kv_heads=1, q_len=4, kv_len=4, head_dim=8, budget_bytes=16)
 
 
+def gather(pool, indptr, indices, kv_lens, layout):
+    """Each sequence's K (or V) rows of a page pool as a dense [tokens, kv_heads, dim] array."""
+    hk, d = (pool.shape[2], pool.shape[3]) if layout == att.KVLayout.nhd else (pool.shape[1], pool.shape[3])
+    dense = []
+    for s, n in enumerate(kv_lens):
+        mine = indices[indptr[s]:indptr[s + 1]]
+        if layout == att.KVLayout.nhd:
+            dense.append(pool[mine].reshape(-1, hk, d)[:n])
+        else:
+            dense.append(pool[mine].transpose(1, 0, 2, 3).reshape(hk, -1, d)[:, :n].transpose(1, 0, 2))
+    return dense
+
+
 def paged_batch(rng, kv_lens, q_lens, hq, hk, d, page_size, layout, dtype):
     """A ragged batch over a shuffled page pool, and the same K/V per sequence as dense arrays."""
     pages_of = [-(-n // page_size) for n in kv_lens]
@@ -97,21 +110,13 @@ def paged_batch(rng, kv_lens, q_lens, hq, hk, d, page_size, layout, dtype):
     shape = (pool, page_size, hk, d) if layout == att.KVLayout.nhd else (pool, hk, page_size, d)
     k_pool = rng.standard_normal(shape).astype(dtype)
     v_pool = rng.standard_normal(shape).astype(dtype)
-    indptr, indices, last, dense = [0], [], [], []
-    for n, p in zip(kv_lens, pages_of):
-        mine = order[len(indices):len(indices) + p]
-        indices += mine.tolist()
-        indptr.append(len(indices))
-        last.append(n - (p - 1) * page_size)
-        if layout == att.KVLayout.nhd:
-            k, v = k_pool[mine].reshape(-1, hk, d)[:n], v_pool[mine].reshape(-1, hk, d)[:n]
-        else:
-            k = k_pool[mine].transpose(1, 0, 2, 3).reshape(hk, -1, d)[:, :n].transpose(1, 0, 2)
-            v = v_pool[mine].transpose(1, 0, 2, 3).reshape(hk, -1, d)[:, :n].transpose(1, 0, 2)
-        dense.append((k, v))
+    indptr = np.concatenate([[0], np.cumsum(pages_of)]).astype(np.int32)
+    indices = order[:indptr[-1]].astype(np.int32)
+    last = np.array([n - (p - 1) * page_size for n, p in zip(kv_lens, pages_of)], np.int32)
+    dense = list(zip(gather(k_pool, indptr, indices, kv_lens, layout), gather(v_pool, indptr, indices, kv_lens, layout)))
     qo = np.concatenate([[0], np.cumsum(q_lens)])
     q = rng.standard_normal((qo[-1], hq, d)).astype(dtype)
-    table = (np.array(indptr, np.int32), np.array(indices, np.int32), np.array(last, np.int32), qo.astype(np.int64))
+    table = (indptr, indices, last, qo.astype(np.int64))
     return q, k_pool, v_pool, table, dense
 
 
@@ -142,7 +147,81 @@ def test_batch_run_names_bad_input(rng):
         att.batch_run(q, k_pool, v_pool, indptr, np.full_like(indices, 999), last, qo)
     with pytest.raises(frugal.InvalidArgumentError, match="last_page_len"):
         att.batch_run(q, k_pool, v_pool, indptr, indices, np.array([17, 5], np.int32), qo)
-    with pytest.raises(TypeError, match="float32 like q"):
+    with pytest.raises(TypeError, match="float32 \\(the plan.s dtype\\)"):
         att.batch_run(q, k_pool.astype(np.float16), v_pool, *table)
     with pytest.raises(frugal.InvalidArgumentError, match="qo_indptr"):
         att.batch_run(q, k_pool, v_pool, indptr, indices, last, np.array([0, 1, 3]))
+
+
+def bf16_bits(x):
+    """float32 values rounded to the nearest bfloat16 (ties to even), as uint16 bits."""
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits):
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+# How each storage dtype travels in numpy, and its unit roundoff.
+STORAGE = {
+    "float32": (lambda x: x.astype(np.float32), lambda a: a.astype(np.float64), 2.0 ** -24),
+    "float16": (lambda x: x.astype(np.float16), lambda a: a.astype(np.float64), 2.0 ** -11),
+    "bfloat16": (bf16_bits, lambda a: bf16_values(a).astype(np.float64), 2.0 ** -8),
+}
+
+
+@pytest.mark.parametrize("dtype", list(STORAGE))
+@pytest.mark.parametrize("layout", [att.KVLayout.nhd, att.KVLayout.hnd])
+def test_batch_plan_runs_each_layer_against_float64(rng, dtype, layout):
+    store, values, unit = STORAGE[dtype]
+    hq, hk, d, page_size = 8, 2, 32, 16
+    kv_lens, q_lens = [37, 1, 64, 700], [1, 1, 20, 1]  # decodes (one split), one prefill chunk
+    _, k0, _, table, _ = paged_batch(rng, kv_lens, q_lens, hq, hk, d, page_size, layout, np.float32)
+    indptr, indices, last, qo = table
+    plan = att.BatchPlan(indptr, indices, last, qo, page_size=page_size, q_heads=hq, kv_heads=hk, head_dim=d,
+                         dtype=dtype, threads=3)
+    assert (plan.batch, plan.tokens, plan.kv_lens, plan.dtype) == (4, qo[-1], kv_lens, dtype)
+    for layer in range(3):  # one plan, new q and pools per layer, the page table shared
+        q = store(rng.standard_normal((qo[-1], hq, d)))
+        k_pool, v_pool = store(rng.standard_normal(k0.shape)), store(rng.standard_normal(k0.shape))
+        lse = np.empty((hq, qo[-1]), np.float32)
+        out = plan.run(q, k_pool, v_pool, kv_layout=layout, lse=lse)
+        assert out.dtype == q.dtype and out.shape == q.shape
+        np.testing.assert_array_equal(plan.run(q, k_pool, v_pool, kv_layout=layout), out)
+        np.testing.assert_array_equal(
+            att.batch_run(q, k_pool, v_pool, indptr, indices, last, qo, kv_layout=layout, threads=3), out)
+        ks, vs = gather(values(k_pool), indptr, indices, kv_lens, layout), gather(values(v_pool), indptr, indices,
+                                                                                   kv_lens, layout)
+        for s in range(len(kv_lens)):
+            rows = slice(qo[s], qo[s + 1])
+            lq, lk = q_lens[s], kv_lens[s]
+            want, want_lse = reference(values(q[rows]).transpose(1, 0, 2), ks[s].transpose(1, 0, 2),
+                                       vs[s].transpose(1, 0, 2), lambda i, j: j <= i + lk - lq, 1 / np.sqrt(d))
+            got = values(out[rows]).transpose(1, 0, 2)
+            # Computed in float32, rounded once to the storage format: 4 unit roundoffs of the
+            # output's magnitude (float32: the float32 bound of the other tests).
+            tol = 2e-5 if dtype == "float32" else 4 * unit * max(1.0, np.abs(want).max())
+            np.testing.assert_allclose(got, want, atol=tol, rtol=0)
+            np.testing.assert_allclose(lse[:, rows], want_lse, atol=2e-5 * max(1.0, np.abs(want_lse).max()), rtol=0)
+
+
+def test_batch_plan_names_bad_input(rng):
+    q, k_pool, v_pool, table, _ = paged_batch(rng, [20, 5], [1, 1], 4, 2, 16, 16, att.KVLayout.nhd, np.float32)
+    indptr, indices, last, qo = table
+    shape = dict(page_size=16, q_heads=4, kv_heads=2, head_dim=16)
+    with pytest.raises(ValueError, match='dtype must be "float32", "float16" or "bfloat16", got "int8"'):
+        att.BatchPlan(indptr, indices, last, qo, dtype="int8", **shape)
+    with pytest.raises(frugal.InvalidArgumentError, match="last_page_len"):
+        att.BatchPlan(indptr, indices, np.array([17, 5], np.int32), qo, **shape)
+    plan = att.BatchPlan(indptr, indices, last, qo, **shape)
+    with pytest.raises(TypeError, match=r"q must be float32 \(the plan's dtype\), got uint16"):
+        plan.run(bf16_bits(q), k_pool, v_pool)
+    with pytest.raises(frugal.InvalidArgumentError, match="k_pages holds pages of 8 tokens x 2 KV heads x 16, the plan 16"):
+        plan.run(q, k_pool[:, :8].copy(), v_pool[:, :8].copy())
+    with pytest.raises(frugal.InvalidArgumentError, match="q has 3 tokens, the plan's qo_indptr ends at 2"):
+        plan.run(np.zeros((3, 4, 16), np.float32), k_pool, v_pool)
+    with pytest.raises(frugal.InvalidArgumentError, match="lse is 4 x 3, expected q_heads x tokens = 4 x 2"):
+        plan.run(q, k_pool, v_pool, lse=np.zeros((4, 3), np.float32))
+    with pytest.raises(frugal.OutOfRangeError, match="page index"):
+        plan.run(q, k_pool[:2].copy(), v_pool[:2].copy())  # the table names pages the pool lacks
