@@ -62,14 +62,15 @@ const char* numpy_name() {
     else return "uint16 (bfloat16 bits)";
 }
 
-// The storage dtype a paged batch's arrays carry, from q's numpy dtype.
-storage_dtype dtype_of_array(py::handle q) {
-    if (!py::isinstance<py::array>(q)) throw py::type_error("q must be a numpy array");
-    const py::dtype dt = py::reinterpret_borrow<py::array>(q).dtype();
+// The storage dtype an array carries (float32, float16, or uint16 as bfloat16 bits).
+storage_dtype dtype_of_array(py::handle a, const char* name) {
+    if (!py::isinstance<py::array>(a)) throw py::type_error(std::string(name) + " must be a numpy array");
+    const py::dtype dt = py::reinterpret_borrow<py::array>(a).dtype();
     if (dt.equal(numpy_dtype<float>())) return storage_dtype::f32;
     if (dt.equal(numpy_dtype<float16>())) return storage_dtype::f16;
     if (dt.equal(numpy_dtype<bfloat16>())) return storage_dtype::bf16;
-    throw py::type_error("q must be float32, float16 or uint16 (bfloat16 bits), got " + py::str(py::handle(dt)).cast<std::string>());
+    throw py::type_error(std::string(name) + " must be float32, float16 or uint16 (bfloat16 bits), got " +
+                         py::str(py::handle(dt)).cast<std::string>());
 }
 
 // A storage dtype named "float32", "float16" or "bfloat16".
@@ -93,12 +94,12 @@ decltype(auto) with_storage(storage_dtype dt, F&& f) {
 
 // A C-contiguous numpy array of `T` with `ndim` dimensions, used in place.
 template <class T>
-T* storage_of(py::handle obj, const char* name, py::ssize_t ndim) {
+T* storage_of(py::handle obj, const char* name, py::ssize_t ndim, const char* like = "the plan's dtype") {
     using E = std::remove_const_t<T>;
     if (!py::isinstance<py::array>(obj)) throw py::type_error(std::string(name) + " must be a numpy array");
     auto a = py::reinterpret_borrow<py::array>(obj);
     if (!a.dtype().equal(numpy_dtype<E>()))
-        throw py::type_error(std::string(name) + " must be " + numpy_name<E>() + " (the plan's dtype), got " +
+        throw py::type_error(std::string(name) + " must be " + numpy_name<E>() + " (" + like + "), got " +
                              py::str(a.dtype()).cast<std::string>());
     if (a.ndim() != ndim)
         throw py::value_error(std::string(name) + " must have " + std::to_string(ndim) + " dimensions, got " +
@@ -217,6 +218,34 @@ private:
     std::vector<float> workspace_;
     std::mutex mutex_;
 };
+
+// merge_output on every (token, head) row of two partial results over disjoint keys: `out`
+// and `other` [tokens, heads, d] of one storage type, their natural LSEs [heads, tokens].
+template <class T>
+void merge_rows(py::handle out, py::handle lse, py::handle other, py::handle other_lse) {
+    T* o = storage_of<T>(out, "out", 3, "out's dtype");
+    const T* ob = storage_of<const T>(other, "other", 3, "out's dtype");
+    const auto oa = py::reinterpret_borrow<py::array>(out), ba = py::reinterpret_borrow<py::array>(other);
+    for (py::ssize_t i = 0; i < 3; ++i)
+        FRUGAL_CHECK(ba.shape(i) == oa.shape(i), "merge_state_in_place: other's shape differs from out's at axis ", i,
+                     ": ", ba.shape(i), " != ", oa.shape(i));
+    const std::size_t tokens = oa.shape(0), heads = oa.shape(1), d = oa.shape(2);
+    const array_view<float, true> la(lse, "lse", 2);
+    const array_view<float> lb(other_lse, "other_lse", 2);
+    FRUGAL_CHECK(la.shape(0) == heads && la.shape(1) == tokens && lb.shape(0) == heads && lb.shape(1) == tokens,
+                 "merge_state_in_place: lse is ", la.shape(0), " x ", la.shape(1), " and other_lse ", lb.shape(0), " x ",
+                 lb.shape(1), ", expected heads x tokens = ", heads, " x ", tokens);
+    py::gil_scoped_release release;
+    std::vector<float> a(d), b(d);
+    for (std::size_t t = 0; t < tokens; ++t)
+        for (std::size_t h = 0; h < heads; ++h) {
+            T* row = o + (t * heads + h) * d;
+            to_floats(row, a.data(), d);
+            to_floats(ob + (t * heads + h) * d, b.data(), d);
+            merge_output<softmax_base::e>(a, la.data()[h * tokens + t], b, lb.data()[h * tokens + t]);
+            from_floats(a.data(), row, d);
+        }
+}
 
 }  // namespace
 
@@ -370,7 +399,7 @@ prefix). Allocates nothing else; the result does not depend on the thread count.
           [](py::handle q, py::handle k_pages, py::handle v_pages, py::handle kv_indptr, py::handle kv_indices,
              py::handle kv_last_page_len, py::handle qo_indptr, py::object out, kv_layout kl, const attention_mask& mask,
              float scale, std::size_t threads) -> py::object {
-              const storage_dtype dt = dtype_of_array(q);
+              const storage_dtype dt = dtype_of_array(q, "q");
               if (!py::isinstance<py::array>(k_pages)) throw py::type_error("k_pages must be a numpy array");
               const auto ka = py::reinterpret_borrow<py::array>(k_pages);
               FRUGAL_CHECK(ka.ndim() == 4, "batch_run: k_pages must have 4 dimensions, got ", ka.ndim());
@@ -397,6 +426,20 @@ last one; its last q_len keys are its new tokens under the bottom-right causal m
     # two decodes: 3 and 1 pages of 16 tokens, 32 query heads over 8 KV heads, d = 128
     out = batch_run(q, k_pool, v_pool, np.array([0, 3, 4], np.int32), np.array([5, 0, 7, 2], np.int32),
                     np.array([16, 9], np.int32), np.array([0, 1, 2]))   # q: [2, 32, 128] float16)doc");
+
+    m.def("merge_state_in_place",
+          [](py::handle out, py::handle lse, py::handle other, py::handle other_lse) {
+              with_storage(dtype_of_array(out, "out"), [&]<class T>(T) { merge_rows<T>(out, lse, other, other_lse); });
+          },
+          py::arg("out"), py::arg("lse"), py::arg("other"), py::arg("other_lse"),
+          R"doc(Merges the attention of the same queries over another, disjoint set of keys into (out, lse) in
+place (FlashInfer's merge_state_in_place; cascade attention: a shared prefix's pages in one
+BatchPlan, each request's own pages in another). out and other are [tokens, heads, head_dim]
+of one dtype (float32, float16, or uint16 bfloat16 bits), lse and other_lse float32
+[heads, tokens] natural log-sum-exps as BatchPlan.run writes them; a row that saw no keys
+(lse -inf) takes the other's.
+
+    merge_state_in_place(out, lse, out_suffix, lse_suffix))doc");
 }
 
 }  // namespace frugal::python

@@ -225,3 +225,45 @@ def test_batch_plan_names_bad_input(rng):
         plan.run(q, k_pool, v_pool, lse=np.zeros((4, 3), np.float32))
     with pytest.raises(frugal.OutOfRangeError, match="page index"):
         plan.run(q, k_pool[:2].copy(), v_pool[:2].copy())  # the table names pages the pool lacks
+
+
+@pytest.mark.parametrize("dtype", list(STORAGE))
+def test_cascade_merge_of_a_shared_prefix_matches_float64(rng, dtype):
+    store, values, unit = STORAGE[dtype]
+    hq, hk, d, ps = 4, 2, 16, 16
+    pool = store(rng.standard_normal((2, 12, ps, hk, d)))  # K and V pools of 12 pages
+    prefix, own = [7, 2, 9], [[4, 0], [11]]  # pages: a shared prefix, then each request's own
+    own_last = [5, 16]
+    q = store(rng.standard_normal((2, hq, d)))  # one decode row per request
+    qo = np.array([0, 1, 2])
+
+    def plan_for(pages, last):
+        indptr = np.concatenate([[0], np.cumsum([len(p) for p in pages])]).astype(np.int32)
+        return att.BatchPlan(indptr, np.array(sum(pages, []), np.int32), np.array(last, np.int32), qo, page_size=ps,
+                             q_heads=hq, kv_heads=hk, head_dim=d, dtype=dtype, threads=2)
+
+    lse, lse_own = np.empty((hq, 2), np.float32), np.empty((hq, 2), np.float32)
+    out = plan_for([prefix, prefix], [ps, ps]).run(q, pool[0], pool[1], lse=lse)
+    out_own = plan_for(own, own_last).run(q, pool[0], pool[1], lse=lse_own)
+    att.merge_state_in_place(out, lse, out_own, lse_own)
+    for s in range(2):
+        pages = prefix + own[s]
+        n = (len(pages) - 1) * ps + own_last[s]
+        k = values(pool[0][pages]).reshape(-1, hk, d)[:n].astype(np.float64)
+        v = values(pool[1][pages]).reshape(-1, hk, d)[:n].astype(np.float64)
+        want, want_lse = reference(values(q[s:s + 1]).transpose(1, 0, 2), k.transpose(1, 0, 2), v.transpose(1, 0, 2),
+                                   lambda i, j: True, 1 / np.sqrt(d))
+        # Each pass rounds to the storage format once and the merge once more.
+        tol = 2e-5 if dtype == "float32" else 8 * unit * max(1.0, np.abs(want).max())
+        np.testing.assert_allclose(values(out[s:s + 1]).transpose(1, 0, 2), want, atol=tol, rtol=0)
+        np.testing.assert_allclose(lse[:, s], want_lse[:, 0], atol=2e-5 * max(1.0, np.abs(want_lse).max()), rtol=0)
+
+
+def test_merge_names_bad_input():
+    out, lse = np.zeros((2, 4, 8), np.float32), np.zeros((4, 2), np.float32)
+    with pytest.raises(TypeError, match=r"other must be float32 \(out's dtype\), got float16"):
+        att.merge_state_in_place(out, lse, out.astype(np.float16), lse)
+    with pytest.raises(frugal.InvalidArgumentError, match="other's shape differs from out's at axis 1: 3 != 4"):
+        att.merge_state_in_place(out, lse, np.zeros((2, 3, 8), np.float32), lse)
+    with pytest.raises(frugal.InvalidArgumentError, match="expected heads x tokens = 4 x 2"):
+        att.merge_state_in_place(out, lse.T.copy(), out.copy(), lse)
