@@ -1,7 +1,8 @@
 #pragma once
 /// @file
 /// Storage types of attention tensors (fp32, bf16, fp16), their exact conversions to and
-/// from fp32, and block conversions that use F16C / AVX2 / AVX512-BF16 when compiled for them.
+/// from fp32, and block conversions that use F16C / AVX2 / AVX512-BF16 when compiled for them
+/// (SSE2 on any other x86-64).
 
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,8 @@
 
 #if !defined(__CUDACC__) && (defined(__F16C__) || defined(__AVX2__) || defined(__AVX512BF16__))
 #include <immintrin.h>
+#elif !defined(__CUDACC__) && defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 namespace frugal::attention {
@@ -141,9 +144,36 @@ template <storage_type T>
     return d == storage_dtype::f32 ? 0x1p-24 : d == storage_dtype::bf16 ? 0x1p-8 : 0x1p-11;
 }
 
+#if !defined(__CUDACC__) && defined(__SSE2__)
+namespace detail {
+/// The four bf16 values in the low 64 bits of `h` as fp32 (each moved to a float's high half).
+[[nodiscard]] inline __m128 bf16x4_to_floats(__m128i h) noexcept {
+    return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+}
+/// The four fp16 values in the low 64 bits of `h` as fp32, exactly, for x86-64 without F16C:
+/// exponent and mantissa moved into place and the exponent rebiased (again for infinities and
+/// NaNs); a subnormal or zero is rebuilt as a normal float minus 2^-14, which is exact.
+[[nodiscard]] inline __m128 f16x4_to_floats(__m128i h) noexcept {
+    const __m128i w = _mm_unpacklo_epi16(h, _mm_setzero_si128());
+    const __m128i sign = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x8000)), 16);
+    const __m128i exp_mask = _mm_set1_epi32(0x7c00 << 13);
+    __m128i o = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x7fff)), 13);
+    const __m128i exp = _mm_and_si128(o, exp_mask);
+    o = _mm_add_epi32(o, _mm_set1_epi32((127 - 15) << 23));
+    o = _mm_add_epi32(o, _mm_and_si128(_mm_cmpeq_epi32(exp, exp_mask), _mm_set1_epi32((128 - 16) << 23)));
+    const __m128i tiny = _mm_cmpeq_epi32(exp, _mm_setzero_si128());
+    const __m128 rebuilt = _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(o, _mm_set1_epi32(1 << 23))),
+                                      _mm_castsi128_ps(_mm_set1_epi32(113 << 23)));
+    o = _mm_or_si128(_mm_and_si128(tiny, _mm_castps_si128(rebuilt)), _mm_andnot_si128(tiny, o));
+    return _mm_castsi128_ps(_mm_or_si128(o, sign));
+}
+}  // namespace detail
+#endif
+
 /// Converts `n` elements to fp32 (exactly). The instructions xsimd 8 does not wrap
 /// (F16C's vcvtph2ps; AVX2/AVX-512 zero extension for bf16) are used when the
-/// translation unit is compiled for them; the scalar loop is the portable path.
+/// translation unit is compiled for them, SSE2 integer operations on any other x86-64;
+/// the scalar loop is the portable path.
 /// @code
 /// frugal::attention::to_floats(page_row, row_f32, 128);
 /// @endcode
@@ -170,6 +200,11 @@ inline void to_floats(const T* src, float* dst, std::size_t n) noexcept {
                 _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
             }
         }
+#elif !defined(__CUDACC__) && defined(__SSE2__)
+        if constexpr (std::is_same_v<U, bfloat16>) {
+            for (; i + 4 <= n; i += 4)
+                _mm_storeu_ps(dst + i, detail::bf16x4_to_floats(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))));
+        }
 #endif
 #if !defined(__CUDACC__) && defined(__AVX512F__)
         if constexpr (std::is_same_v<U, float16>) {
@@ -181,6 +216,11 @@ inline void to_floats(const T* src, float* dst, std::size_t n) noexcept {
         if constexpr (std::is_same_v<U, float16>) {
             for (; i + 8 <= n; i += 8)
                 _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+        }
+#elif !defined(__CUDACC__) && defined(__SSE2__)
+        if constexpr (std::is_same_v<U, float16>) {
+            for (; i + 4 <= n; i += 4)
+                _mm_storeu_ps(dst + i, detail::f16x4_to_floats(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))));
         }
 #endif
         for (; i < n; ++i) dst[i] = to_float(src[i]);

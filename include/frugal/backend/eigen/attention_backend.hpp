@@ -104,7 +104,8 @@ private:
     static constexpr std::size_t lanes = batch::size;
 
     /// `lanes` elements at `p` as fp32: the zero extension (bf16) or vcvtph2ps (fp16) the
-    /// translation unit is compiled for, else a scalar conversion.
+    /// translation unit is compiled for, SSE2 integer operations on other x86-64, else a
+    /// scalar conversion.
     template <attention::storage_type T>
     [[nodiscard]] static batch load(const T* p) noexcept {
         if constexpr (std::is_same_v<T, float>) {
@@ -127,6 +128,15 @@ private:
                     return batch(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
                 } else {
                     return batch(_mm256_cvtph_ps(h));
+                }
+            }
+#elif defined(__SSE2__)
+            if constexpr (lanes == 4) {
+                const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+                if constexpr (std::is_same_v<T, attention::bfloat16>) {
+                    return batch(attention::detail::bf16x4_to_floats(h));
+                } else {
+                    return batch(attention::detail::f16x4_to_floats(h));
                 }
             }
 #endif
