@@ -258,6 +258,7 @@ struct serve_workload {
     double spread = 0;            // kv lengths uniform in [kv_len (1 - spread), kv_len (1 + spread)]
     std::size_t chunk = 512;      // mixed: query tokens of each prefill chunk
     std::string dtype = "f32", layout = "hnd";
+    bool per_head = false;
     bool causal = false;          // prefill: causal mask (decode and mixed are always causal)
 };
 
@@ -444,7 +445,8 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
     for (std::size_t s = 0; s < w.batch; ++s) dense_flops += 4.0 * double(b.q_lens[s] * b.kv_lens[s]) * double(d * hq);
     const attention::batch_shape shape{.q_heads = hq, .kv_heads = hkv, .head_dim = d, .qo_indptr = b.qo_indptr,
                                        .kv_lens = b.kv_lens};
-    const auto plan = attention::batch::plan(shape, {.mask = b.mask, .dtype = attention::dtype_of<T>, .threads = w.threads});
+    const auto plan = attention::batch::plan(shape, {.mask = b.mask, .dtype = attention::dtype_of<T>, .threads = w.threads,
+                                                     .group_decode_heads = !w.per_head});
     std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
     const frugal::eigen::attention_backend cpu;
     const auto qv = attention::heads_view<const T>::token_major(q.data(), tokens, hq, d);
@@ -635,6 +637,8 @@ public:
             ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
         app.add_option("--layout", s_.layout, "--mode: page layout")->check(CLI::IsMember({"nhd", "hnd"}))
             ->capture_default_str();
+        app.add_flag("--per-head-items", s_.per_head,
+                     "--mode: one decode item per KV head (batch_options::group_decode_heads = false)");
         app.add_option("--chunk", s_.chunk, "--mode mixed: query tokens of each prefill chunk")
             ->check(CLI::PositiveNumber)->capture_default_str();
     }

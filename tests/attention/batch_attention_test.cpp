@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <string>
 #include <vector>
@@ -171,6 +172,46 @@ TEST(BatchAttention, GroupedQueryHeadsEqualPerHeadComputationBitwise) {
                                     kv_pool<float>(expanded, false), cpu, 2);
     EXPECT_EQ(grouped.out, per_head.out);
     EXPECT_EQ(grouped.lse, per_head.lse);
+}
+
+template <class T>
+void expect_head_grouping_changes_nothing() {
+    // Decode items over all KV heads (group_decode_heads) against one item per KV head, with
+    // the same split: the same blocks per head in the same order, so the same bits, through
+    // the fused step (causal) and the masked portable step (sliding window), split or not.
+    for (kv_layout layout : {kv_layout::nhd, kv_layout::hnd})
+        for (const auto& mask : {attention_mask::causal(), attention_mask::sliding_window(40)}) {
+            auto spec = mixed(layout);
+            spec.q_heads = 8;
+            spec.kv_heads = 4;
+            const batch_data<T> b(spec);
+            const kv_pool<T> pool(b, false);
+            batch_options opt{.mask = mask, .dtype = frugal::attention::dtype_of<T>, .threads = 2, .kv_block = 32,
+                              .kv_chunk = 96, .group_decode_heads = false};
+            const auto per_head = frugal::attention::batch::plan(b.shape(), opt);
+            EXPECT_EQ(per_head.decode_heads(), 1u);
+            opt.group_decode_heads = true;
+            const auto grouped = frugal::attention::batch::plan(b.shape(), opt);
+            EXPECT_EQ(grouped.decode_heads(), 4u);
+            std::size_t decode_items = 0;
+            for (const auto& it : grouped.items()) {
+                if (it.prefill) continue;
+                ++decode_items;
+                EXPECT_EQ(it.kv_head, 0u);
+                EXPECT_EQ(it.heads, 4u);
+            }
+            EXPECT_EQ(decode_items * 4, std::size_t(std::count_if(per_head.items().begin(), per_head.items().end(),
+                                                                  [](const auto& it) { return !it.prefill; })));
+            EXPECT_FALSE(grouped.merges().empty());
+            const auto a = run_batch(per_head, b, pool, cpu, 2), g = run_batch(grouped, b, pool, cpu, 2);
+            EXPECT_EQ(a.out, g.out) << "layout " << int(layout) << " window " << mask.window;
+            EXPECT_EQ(a.lse, g.lse);
+        }
+}
+
+TEST(BatchAttention, DecodeItemsOverAllKvHeadsEqualPerHeadItemsBitwise) {
+    expect_head_grouping_changes_nothing<float>();
+    expect_head_grouping_changes_nothing<bfloat16>();
 }
 
 template <class T>

@@ -30,7 +30,8 @@ void run_on_device(storage_dtype dtype, double tolerance) {
     const kv_pool<T> pool(b, false);
     // A small chunk makes split-KV work items and merges on the device too.
     const auto plan = frugal::attention::batch::plan(b.shape(), {.mask = attention_mask::causal(), .dtype = dtype,
-                                                                 .threads = 4, .kv_chunk = 64});
+                                                                 .threads = 4, .kv_chunk = 64,
+                                                                 .group_decode_heads = false});
     ASSERT_FALSE(plan.merges().empty());
     frugal::cuda::device_buffer<T> dq(b.q.size()), dk(pool.k.size()), dv(pool.v.size()), dout(b.q.size());
     frugal::cuda::device_buffer<std::int32_t> dindptr(pool.indptr.size()), dindices(pool.indices.size()),
@@ -85,6 +86,14 @@ TEST(CudaBatchAttention, RejectsBadCallsBeforeTouchingTheDevice) {
         FAIL() << "a dtype mismatch was accepted";
     } catch (const frugal::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("made for bf16 storage"), std::string::npos) << e.what();
+    }
+    try {  // the host's default plan groups the KV heads of a decode item
+        frugal::cuda::detail::check_batch_call<float>(
+            frugal::attention::batch::plan(b.shape(), {}), b.q_view(), pool.view(), table,
+            frugal::attention::heads_view<float>::token_major(out.data(), b.tokens(), 8, 72), {});
+        FAIL() << "a plan grouping KV heads was accepted";
+    } catch (const frugal::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("group_decode_heads = false"), std::string::npos) << e.what();
     }
 }
 

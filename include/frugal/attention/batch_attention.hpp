@@ -140,20 +140,22 @@ void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, con
                  workspace_floats * sizeof(float), " bytes, the plan needs ", plan.workspace_bytes());
 }
 
-/// One decode item: the q_len x group query rows of one KV head against one chunk of keys.
+/// One decode item: the q_len x group query rows of each of its KV heads against one chunk
+/// of keys, block by block, the heads of a block one after another (rows head-major).
 template <class Backend, class T>
 void run_decode_item(const batch_plan& plan, const Backend& backend, const batch_work_item& it,
                      const heads_view<const T>& q, const paged_kv<const T>& kv, const heads_view<T>& out,
                      const matrix_view<float>& lse, float* ws, float* slot) {
-    const std::size_t g = plan.group(), d = plan.head_dim(), rows = it.rows * g, blk = plan.kv_block();
-    const std::size_t rmax = plan.decode_rows(), qbegin = plan.qo_indptr()[it.seq];
+    const std::size_t g = plan.group(), d = plan.head_dim(), rph = it.rows * g, rows = rph * it.heads;
+    const std::size_t blk = plan.kv_block(), rmax = plan.decode_rows(), qbegin = plan.qo_indptr()[it.seq];
+    const std::size_t head_rmax = rmax / plan.decode_heads();
     using P = batch_plan;
     float* qbuf = ws;
     float* m = qbuf + P::padded(rmax * d);
     float* l = m + P::padded(rmax);
     float* alpha = l + P::padded(rmax);
-    float* sbuf = alpha + P::padded(rmax);
-    float* kbuf = sbuf + P::padded(rmax * blk);
+    float* sbuf = alpha + P::padded(head_rmax);
+    float* kbuf = sbuf + P::padded(head_rmax * blk);
     float* vbuf = kbuf + P::padded(blk * d);
     float* obuf = vbuf + P::padded(blk * d);
     if (slot != nullptr) {  // a chunk of a split sequence keeps its state in its slot
@@ -162,65 +164,69 @@ void run_decode_item(const batch_plan& plan, const Backend& backend, const batch
         l = m + rows;
     }
     const float scale = plan.score_scale_log2();
-    for (std::size_t t = 0; t < it.rows; ++t)
-        for (std::size_t j = 0; j < g; ++j) {
-            float* qr = qbuf + (t * g + j) * d;
-            to_floats(q.head(it.kv_head * g + j).row(qbegin + t).data(), qr, d);
-            for (std::size_t c = 0; c < d; ++c) qr[c] *= scale;
-        }
+    for (std::size_t hh = 0; hh < it.heads; ++hh)
+        for (std::size_t t = 0; t < it.rows; ++t)
+            for (std::size_t j = 0; j < g; ++j) {
+                float* qr = qbuf + (hh * rph + t * g + j) * d;
+                to_floats(q.head((it.kv_head + hh) * g + j).row(qbegin + t).data(), qr, d);
+                for (std::size_t c = 0; c < d; ++c) qr[c] *= scale;
+            }
     std::fill(m, m + rows, softmax_math::minus_infinity());
     std::fill(l, l + rows, 0.0f);
     std::fill(obuf, obuf + rows * d, 0.0f);
     const attention_mask& mask = plan.options().mask;
     const auto ql = static_cast<std::int64_t>(it.rows), kl = static_cast<std::int64_t>(plan.kv_lens()[it.seq]);
-    const matrix_view<const float> qv(qbuf, rows, d);
-    const matrix_view<float> ov(obuf, rows, d);
     for (std::size_t b = it.k_begin / blk * blk; b < it.k_end; b += blk) {
         const std::size_t t0 = std::max(b, it.k_begin), t1 = std::min(b + blk, it.k_end), n = t1 - t0;
         const auto cover = mask.classify(0, ql, static_cast<std::int64_t>(t0), static_cast<std::int64_t>(t1), ql, kl);
         if (cover == tile_coverage::skip) continue;
-        const matrix_view<float> s(sbuf, rows, n);
-        const std::span<float> ms(m, rows), ls(l, rows);
-        if constexpr (decode_tile_backend<Backend, T>) {
-            if (cover == tile_coverage::full) {
-                // The block's rows where their pages hold them: no copy, whatever the page size.
-                std::array<const T*, max_decode_block> krows, vrows;
-                const page_geometry& geo = kv.geometry();
-                for (std::size_t j = t0; j < t1; ++j) {
-                    const std::size_t at = geo.row_offset(kv.table().page_of(it.seq, j), it.kv_head, j % kv.page_size());
-                    krows[j - t0] = kv.k_pool() + at;
-                    vrows[j - t0] = kv.v_pool() + at;
+        for (std::size_t hh = 0; hh < it.heads; ++hh) {
+            const std::size_t h = it.kv_head + hh, r0 = hh * rph;
+            const matrix_view<const float> qv(qbuf + r0 * d, rph, d);
+            const matrix_view<float> ov(obuf + r0 * d, rph, d), s(sbuf, rph, n);
+            const std::span<float> ms(m + r0, rph), ls(l + r0, rph);
+            if constexpr (decode_tile_backend<Backend, T>) {
+                if (cover == tile_coverage::full) {
+                    // The block's rows where their pages hold them: no copy, whatever the page size.
+                    std::array<const T*, max_decode_block> krows, vrows;
+                    const page_geometry& geo = kv.geometry();
+                    for (std::size_t j = t0; j < t1; ++j) {
+                        const std::size_t at = geo.row_offset(kv.table().page_of(it.seq, j), h, j % kv.page_size());
+                        krows[j - t0] = kv.k_pool() + at;
+                        vrows[j - t0] = kv.v_pool() + at;
+                    }
+                    backend.decode_tile(qv, std::span<const T* const>(krows.data(), n),
+                                        std::span<const T* const>(vrows.data(), n), s, ov, ms, ls);
+                    continue;
                 }
-                backend.decode_tile(qv, std::span<const T* const>(krows.data(), n),
-                                    std::span<const T* const>(vrows.data(), n), s, ov, ms, ls);
-                continue;
             }
+            const auto [kb, vb] = kv_block_views(kv, it.seq, h, t0, t1, kbuf, vbuf);
+            for (std::size_t r = 0; r < rph; ++r) {
+                const auto i = static_cast<std::int64_t>(r / g);
+                const auto lo = std::clamp<std::int64_t>(mask.key_begin(i, ql, kl) - std::int64_t(t0), 0, std::int64_t(n));
+                const auto hi = std::clamp<std::int64_t>(mask.key_end(i, ql, kl) - std::int64_t(t0), lo, std::int64_t(n));
+                for (std::int64_t j = 0; j < std::int64_t(n); ++j)
+                    s(r, std::size_t(j)) = j >= lo && j < hi ? 0.0f : softmax_math::minus_infinity();
+            }
+            decode_step(backend, qv, kb, vb, s, ov, ms, ls, std::span<float>(alpha, rph));
         }
-        const auto [kb, vb] = kv_block_views(kv, it.seq, it.kv_head, t0, t1, kbuf, vbuf);
-        for (std::size_t r = 0; r < rows; ++r) {
-            const auto i = static_cast<std::int64_t>(r / g);
-            const auto lo = std::clamp<std::int64_t>(mask.key_begin(i, ql, kl) - std::int64_t(t0), 0, std::int64_t(n));
-            const auto hi = std::clamp<std::int64_t>(mask.key_end(i, ql, kl) - std::int64_t(t0), lo, std::int64_t(n));
-            for (std::int64_t j = 0; j < std::int64_t(n); ++j)
-                s(r, std::size_t(j)) = j >= lo && j < hi ? 0.0f : softmax_math::minus_infinity();
-        }
-        decode_step(backend, qv, kb, vb, s, ov, ms, ls, std::span<float>(alpha, rows));
     }
     if (slot != nullptr) return;
-    for (std::size_t t = 0; t < it.rows; ++t)
-        for (std::size_t j = 0; j < g; ++j) {
-            const std::size_t r = t * g + j, h = it.kv_head * g + j;
-            finish_row(obuf + r * d, d, m[r], l[r], out.head(h).row(qbegin + t).data(),
-                       lse.empty() ? nullptr : &lse(h, qbegin + t), plan.options().lse_base);
-        }
+    for (std::size_t hh = 0; hh < it.heads; ++hh)
+        for (std::size_t t = 0; t < it.rows; ++t)
+            for (std::size_t j = 0; j < g; ++j) {
+                const std::size_t r = hh * rph + t * g + j, h = (it.kv_head + hh) * g + j;
+                finish_row(obuf + r * d, d, m[r], l[r], out.head(h).row(qbegin + t).data(),
+                           lse.empty() ? nullptr : &lse(h, qbegin + t), plan.options().lse_base);
+            }
 }
 
-/// Merges the chunk states of one split decode sequence's KV head, in chunk order, and
-/// writes its output rows.
+/// Merges the chunk states of one split decode sequence's KV heads, in chunk order, and
+/// writes their output rows.
 template <class T>
 void run_merge(const batch_plan& plan, const batch_merge& mg, float* slots, const heads_view<T>& out,
                const matrix_view<float>& lse) {
-    const std::size_t g = plan.group(), d = plan.head_dim(), qlen = plan.q_len(mg.seq), rows = qlen * g;
+    const std::size_t g = plan.group(), d = plan.head_dim(), qlen = plan.q_len(mg.seq), rows = qlen * g * mg.heads;
     const std::size_t qbegin = plan.qo_indptr()[mg.seq];
     float* first = slots + mg.first_slot * plan.slot_floats();
     float* o = first;
@@ -237,12 +243,13 @@ void run_merge(const batch_plan& plan, const batch_merge& mg, float* slots, cons
             m[r] = w.max;
         }
     }
-    for (std::size_t t = 0; t < qlen; ++t)
-        for (std::size_t j = 0; j < g; ++j) {
-            const std::size_t r = t * g + j, h = mg.kv_head * g + j;
-            finish_row(o + r * d, d, m[r], l[r], out.head(h).row(qbegin + t).data(),
-                       lse.empty() ? nullptr : &lse(h, qbegin + t), plan.options().lse_base);
-        }
+    for (std::size_t hh = 0; hh < mg.heads; ++hh)
+        for (std::size_t t = 0; t < qlen; ++t)
+            for (std::size_t j = 0; j < g; ++j) {
+                const std::size_t r = (hh * qlen + t) * g + j, h = (mg.kv_head + hh) * g + j;
+                finish_row(o + r * d, d, m[r], l[r], out.head(h).row(qbegin + t).data(),
+                           lse.empty() ? nullptr : &lse(h, qbegin + t), plan.options().lse_base);
+            }
 }
 
 /// One prefill item: a query tile of every head of one KV head's group, KV tile by KV

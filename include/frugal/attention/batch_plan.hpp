@@ -80,6 +80,12 @@ struct batch_shape {
 /// cuts decode sequences into `kv_chunk`-key chunks (0: chosen from the thread count
 /// and the lengths; a multiple of `kv_block`). Sequences with at most `decode_rows`
 /// query rows per KV head (q_len x group) take the decode path, the rest the GEMM path.
+/// `group_decode_heads` (the default) makes each decode item read every KV head of its
+/// keys, block by block: one item per sequence and chunk instead of per KV head and chunk.
+/// A CPU then walks each page once for all heads (with NHD pools whole token rows instead
+/// of `head_dim`-element pieces), and split-KV cuts sequences finer for the same number of
+/// items; the result is the same up to the split's merge rounding (bitwise for the same
+/// split). Device backends want one item per KV head: the CUDA adapter needs it off.
 /// @code
 /// frugal::attention::batch_options opt{.mask = frugal::attention::attention_mask::causal(),
 ///                                      .dtype = frugal::attention::storage_dtype::bf16, .threads = 2};
@@ -95,6 +101,7 @@ struct batch_options {
     std::size_t kv_block = 0;
     std::size_t kv_chunk = 0;
     std::size_t decode_rows = 32;
+    bool group_decode_heads = true;
 };
 
 /// One unit of work of a batch run.
@@ -102,7 +109,8 @@ struct batch_work_item {
     /// No partial-state slot: the item writes its output rows itself.
     static constexpr std::size_t no_slot = std::numeric_limits<std::size_t>::max();
     std::size_t seq = 0;
-    std::size_t kv_head = 0;
+    std::size_t kv_head = 0;  ///< the first KV head of the item
+    std::size_t heads = 1;    ///< decode: KV heads from `kv_head` (all of them with `group_decode_heads`)
     bool prefill = false;
     std::size_t q0 = 0;       ///< prefill: the tile's first query of the sequence (decode: 0)
     std::size_t rows = 0;     ///< query tokens of the item
@@ -116,6 +124,7 @@ struct batch_work_item {
 struct batch_merge {
     std::size_t seq = 0;
     std::size_t kv_head = 0;
+    std::size_t heads = 1;  ///< KV heads from `kv_head` the slots hold, head after head
     std::size_t first_slot = 0;
     std::size_t chunks = 0;
 };
@@ -150,8 +159,10 @@ public:
     /// Prefill tiles actually used (the query tile is clamped to the longest prefill).
     [[nodiscard]] std::size_t q_tile() const noexcept { return q_tile_; }
     [[nodiscard]] std::size_t kv_tile() const noexcept { return options_.kv_tile; }
-    /// Most query rows (q_len x group) of a decode item.
-    [[nodiscard]] std::size_t decode_rows() const noexcept { return decode_rows_; }
+    /// Most query rows of a decode item: q_len x group x `decode_heads()`.
+    [[nodiscard]] std::size_t decode_rows() const noexcept { return decode_rows_ * decode_heads_; }
+    /// KV heads per decode item (1, or all with `group_decode_heads`).
+    [[nodiscard]] std::size_t decode_heads() const noexcept { return decode_heads_; }
     /// Concurrent workers (each owns one workspace slice).
     [[nodiscard]] std::size_t workers() const noexcept { return workers_; }
     [[nodiscard]] std::size_t worker_floats() const noexcept { return worker_floats_; }
@@ -175,7 +186,7 @@ private:
     std::vector<std::size_t> qo_indptr_, kv_lens_;
     std::vector<batch_work_item> items_;
     std::vector<batch_merge> merges_;
-    std::size_t kv_block_ = 0, kv_chunk_ = 0, q_tile_ = 0, decode_rows_ = 0, workers_ = 1;
+    std::size_t kv_block_ = 0, kv_chunk_ = 0, q_tile_ = 0, decode_rows_ = 0, decode_heads_ = 1, workers_ = 1;
     std::size_t worker_floats_ = 0, slot_floats_ = 0, slots_ = 0, workspace_bytes_ = 0;
 };
 
@@ -198,6 +209,8 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     workers_ = options.threads;
     FRUGAL_CHECK(options.kv_block <= 256, "batch plan: kv_block ", options.kv_block, " exceeds 256 keys");
     kv_block_ = options.kv_block > 0 ? options.kv_block : 128;
+    decode_heads_ = options.group_decode_heads ? kv_heads_ : 1;
+    const std::size_t head_groups = kv_heads_ / decode_heads_;
     // Split-KV: chunks small enough that the decode work makes about eight items per
     // worker (so the longest-first hand-out balances), never below 512 keys; one worker
     // never splits.
@@ -218,7 +231,7 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
         kv_chunk_ = round_up(std::max<std::size_t>(longest, 1));
     } else {
         const std::size_t want_items = 8 * options.threads;
-        const std::size_t per_item = (decode_keys * kv_heads_ + want_items - 1) / want_items;
+        const std::size_t per_item = (decode_keys * head_groups + want_items - 1) / want_items;
         kv_chunk_ = round_up(std::clamp<std::size_t>(per_item, 512, std::max<std::size_t>(longest, 512)));
     }
     q_tile_ = std::min(options.q_tile, std::max<std::size_t>(longest_prefill, 1));
@@ -237,7 +250,7 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     std::size_t count = 0;
     for (std::size_t s = 0; s < n && count <= max_items; ++s) {
         const auto [kb, ke, c0, c1] = chunk_range(s);
-        count += kv_heads_ * (is_decode(s) ? c1 - c0 : (q_len(s) + q_tile_ - 1) / q_tile_);
+        count += is_decode(s) ? head_groups * (c1 - c0) : kv_heads_ * ((q_len(s) + q_tile_ - 1) / q_tile_);
     }
     FRUGAL_CHECK(count <= max_items, "batch plan: the batch splits into more than 2^26 work items (q_tile ", q_tile_,
                  ", kv_chunk ", kv_chunk_, "); use larger tiles or chunks");
@@ -247,17 +260,17 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
         const auto ql = static_cast<std::int64_t>(q_len(s)), kl = static_cast<std::int64_t>(kv_lens_[s]);
         if (is_decode(s)) {
             const auto [kb, ke, c0, c1] = chunk_range(s);
-            for (std::size_t h = 0; h < kv_heads_; ++h) {
+            for (std::size_t h = 0; h < kv_heads_; h += decode_heads_) {
                 const std::size_t first = slots_;
                 for (std::size_t c = c0; c < c1; ++c) {
-                    batch_work_item it{.seq = s, .kv_head = h, .prefill = false, .q0 = 0, .rows = q_len(s),
-                                       .k_begin = std::max(kb, c * kv_chunk_),
+                    batch_work_item it{.seq = s, .kv_head = h, .heads = decode_heads_, .prefill = false, .q0 = 0,
+                                       .rows = q_len(s), .k_begin = std::max(kb, c * kv_chunk_),
                                        .k_end = std::min(ke, (c + 1) * kv_chunk_)};
                     if (c1 - c0 > 1) it.slot = slots_++;
                     it.k_end = std::max(it.k_begin, it.k_end);
-                    work.emplace_back(double(it.rows * g) * double(it.k_end - it.k_begin + 1), it);
+                    work.emplace_back(double(it.rows * g * it.heads) * double(it.k_end - it.k_begin + 1), it);
                 }
-                if (c1 - c0 > 1) merges_.push_back({s, h, first, c1 - c0});
+                if (c1 - c0 > 1) merges_.push_back({s, h, decode_heads_, first, c1 - c0});
             }
         } else {
             for (std::size_t q0 = 0; q0 < q_len(s); q0 += q_tile_) {
@@ -287,9 +300,11 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     const char* what = "batch plan: workspace floats";
     std::size_t decode_floats = 0, prefill_floats = 0;
     if (decode_rows_ > 0) {
-        const std::size_t r = decode_rows_;
-        decode_floats = 2 * padded(checked_mul(r, d, what)) + 3 * padded(r) + padded(r * kv_block_) +
-                        2 * padded(checked_mul(kv_block_, d, what));
+        // The item's query rows, outputs and row states; the score tile and the rescale factors
+        // of one KV head at a time.
+        const std::size_t r = checked_mul(decode_rows_, decode_heads_, what);
+        decode_floats = 2 * padded(checked_mul(r, d, what)) + 2 * padded(r) + padded(decode_rows_) +
+                        padded(decode_rows_ * kv_block_) + 2 * padded(checked_mul(kv_block_, d, what));
         slot_floats_ = padded(r * d + 2 * r);
     }
     if (longest_prefill > 0) {

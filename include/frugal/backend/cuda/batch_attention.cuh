@@ -39,7 +39,7 @@ struct device_page_table {
 /// A `batch_plan` uploaded once per engine step: its work items, merges and query offsets
 /// in device memory, for every layer's `run_batch_attention`.
 /// @code
-/// auto plan = frugal::attention::batch::plan(shape, options);
+/// auto plan = frugal::attention::batch::plan(shape, {.threads = 1, .group_decode_heads = false});
 /// frugal::cuda::device_batch_plan dplan(plan);
 /// @endcode
 class device_batch_plan {
@@ -232,6 +232,8 @@ void check_batch_call(const attention::batch_plan& plan, const attention::heads_
     }
     FRUGAL_CHECK(lse.empty() || (lse.rows() == plan.q_heads() && lse.cols() == plan.q_tokens()),
                  "cuda::run_batch_attention: lse is ", lse.rows(), " x ", lse.cols());
+    FRUGAL_CHECK(plan.decode_heads() == 1, "cuda::run_batch_attention: the plan groups ", plan.decode_heads(),
+                 " KV heads per decode item; make the GPU's plan with batch_options::group_decode_heads = false");
 }
 
 }  // namespace detail
