@@ -715,7 +715,7 @@ public:
                            .title = "Paged decode: K/V bandwidth over a streaming read", .x = "kv_len",
                            .y = "bandwidth_ratio", .series = "dtype", .xlabel = "KV length per sequence (batch 4)",
                            .ylabel = "bandwidth ratio (paged / membw)", .logx = true,
-                           .filter = {{"impl", "paged"}, {"mode", "decode"}}});
+                           .filter = {{"impl", "paged"}, {"mode", "decode"}, {"batch", 4}}});  // not the target rows
         return s;
     }
 
