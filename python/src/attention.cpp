@@ -3,11 +3,13 @@
 // per layer), computed in place by the reference CPU backend (Eigen + xsimd), with the GIL
 // released.
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <frugal/attention/attention_plan.hpp>
@@ -73,12 +75,19 @@ storage_dtype dtype_of_array(py::handle a, const char* name) {
                          py::str(py::handle(dt)).cast<std::string>());
 }
 
-// A storage dtype named "float32", "float16" or "bfloat16".
+// The Python names of the storage dtypes (BatchPlan's `dtype` argument and property).
+constexpr std::array<std::pair<storage_dtype, const char*>, 3> dtype_names{
+    {{storage_dtype::f32, "float32"}, {storage_dtype::f16, "float16"}, {storage_dtype::bf16, "bfloat16"}}};
+
 storage_dtype dtype_named(const std::string& name) {
-    if (name == "float32") return storage_dtype::f32;
-    if (name == "float16") return storage_dtype::f16;
-    if (name == "bfloat16") return storage_dtype::bf16;
+    for (const auto& [dt, n] : dtype_names)
+        if (name == n) return dt;
     throw py::value_error("dtype must be \"float32\", \"float16\" or \"bfloat16\", got \"" + name + "\"");
+}
+const char* python_name(storage_dtype dt) {
+    for (const auto& [d, n] : dtype_names)
+        if (d == dt) return n;
+    return "float32";  // unreachable: every storage_dtype is listed
 }
 
 // Calls f(T{}) with T the storage type of `dt`.
@@ -384,11 +393,7 @@ prefix). Allocates nothing else; the result does not depend on the thread count.
             return std::vector<std::size_t>(l.begin(), l.end());
         })
         .def_property_readonly("page_size", &py_batch_plan::page_size)
-        .def_property_readonly("dtype", [](const py_batch_plan& p) {
-            return std::string(p.plan().dtype() == storage_dtype::f32   ? "float32"
-                               : p.plan().dtype() == storage_dtype::f16 ? "float16"
-                                                                        : "bfloat16");
-        })
+        .def_property_readonly("dtype", [](const py_batch_plan& p) { return std::string(python_name(p.plan().dtype())); })
         .def_property_readonly("workers", [](const py_batch_plan& p) { return p.plan().workers(); })
         .def_property_readonly("kv_chunk", [](const py_batch_plan& p) { return p.plan().kv_chunk(); },
                                "Keys per split-KV chunk of a long decode.")
