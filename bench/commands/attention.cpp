@@ -29,6 +29,9 @@
 #include <frugal/sim/staged_attention.hpp>
 
 #include "harness.hpp"
+#ifdef FRUGAL_BENCH_HAVE_CUDA
+#include "cuda/attention_gpu.hpp"
+#endif
 
 namespace frugal::bench {
 namespace {
@@ -641,8 +644,14 @@ public:
                      "--mode: one decode item per KV head (batch_options::group_decode_heads = false)");
         app.add_option("--chunk", s_.chunk, "--mode mixed: query tokens of each prefill chunk")
             ->check(CLI::PositiveNumber)->capture_default_str();
+        app.add_option("--backend", backend_, "--mode: where attention runs; cuda times the CUDA adapter on the GPU "
+                                              "against a device copy and cuBLAS (frugal-bench built with nvcc)")
+            ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+        app.add_option("--reps", reps_, "--backend cuda: timed runs per implementation")
+            ->check(CLI::PositiveNumber)->capture_default_str();
     }
     int run(result_sink& sink) override {
+        if (backend_ == "cuda") return run_cuda(sink);
         const auto records = s_.mode.empty() ? compare(w_, impls_, check_, 0.3) : serve(serving(), impls_, check_, 0.5);
         for (auto r : records) sink.add(std::move(r));
         return 0;
@@ -765,10 +774,28 @@ private:
         return serve_compare<float>(w, impls, check, seconds);
     }
 
+    int run_cuda(result_sink& sink) const {
+        FRUGAL_CHECK(!s_.mode.empty(), "attention --backend cuda needs --mode prefill|decode|mixed");
+#ifdef FRUGAL_BENCH_HAVE_CUDA
+        const serve_workload s = serving();
+        const gpu::workload w{.mode = s.mode, .batch = s.batch, .kv_len = s.kv_len, .heads = s.heads,
+                              .kv_heads = s.kv_heads, .d = s.d, .page_size = s.page_size, .chunk = s.chunk,
+                              .spread = s.spread, .dtype = s.dtype, .layout = s.layout, .causal = s.causal,
+                              .reps = reps_};
+        for (auto r : gpu::run_attention(w)) sink.add(std::move(r));
+        return 0;
+#else
+        (void)sink;
+        FRUGAL_FAIL(frugal::invalid_argument, "attention --backend cuda: this frugal-bench was built without nvcc");
+#endif
+    }
+
     workload w_;
     serve_workload s_{.mode = ""};
     std::vector<std::string> impls_{"all"};
     bool check_ = false;
+    std::string backend_ = "cpu";
+    int reps_ = 30;
 };
 
 FRUGAL_BENCH_COMMAND(attention_command);

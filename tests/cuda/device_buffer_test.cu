@@ -7,12 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "device_test.hpp"
 
-#define FRUGAL_REQUIRE_GPU()                                                                  \
-    if (frugal::cuda::device_count() == 0) {                                                  \
-        GTEST_SKIP() << "no CUDA device on this machine: device test skipped (compiled only)"; \
-    }
+namespace {
 
 TEST(CudaError, FailedCallNamesTheCallAndTheCudaError) {
     // Runs without a GPU: only the error path of the macro is exercised.
@@ -43,6 +40,17 @@ TEST(DeviceBuffer, RoundTripsThroughTheDevice) {
     EXPECT_EQ(host, back);
     std::vector<float> wrong(3);
     EXPECT_THROW(moved.copy_to_host(wrong), frugal::invalid_argument);
+}
+
+TEST(DeviceProperties, DescribeAHopperOrNewerGpu) {
+    FRUGAL_REQUIRE_GPU();
+    const auto p = frugal::cuda::properties();
+    EXPECT_FALSE(p.name.empty());
+    EXPECT_GT(p.multiprocessors, 0);
+    EXPECT_GT(p.l2_bytes, 0u);
+    EXPECT_GE(p.shared_per_block_optin, std::size_t(48) << 10);
+    // The test build targets sm_90 (CMAKE_CUDA_ARCHITECTURES); an older card cannot run it.
+    EXPECT_GE(p.compute_major, 9) << p.name;
 }
 
 }  // namespace

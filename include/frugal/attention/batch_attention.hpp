@@ -117,7 +117,7 @@ std::pair<matrix_view<const float>, matrix_view<const float>> kv_block_views(con
 /// Checks the run's views against the plan.
 template <class T>
 void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, const paged_kv<const T>& kv,
-                       const heads_view<T>& out, const matrix_view<float>& lse, std::size_t workspace_floats) {
+                       const heads_view<T>& out, const matrix_view<float>& lse) {
     FRUGAL_CHECK(plan.dtype() == dtype_of<T>, "batch::run: the plan was made for ", dtype_name(plan.dtype()),
                  " storage but the tensors hold ", dtype_name(dtype_of<T>));
     const std::size_t tokens = plan.q_tokens();
@@ -136,8 +136,6 @@ void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, con
         FRUGAL_CHECK(kv.kv_len(s) == plan.kv_lens()[s], "batch::run: sequence ", s, " has ", kv.kv_len(s),
                      " keys in the page table, the plan expects ", plan.kv_lens()[s]);
     }
-    FRUGAL_CHECK(workspace_floats * sizeof(float) >= plan.workspace_bytes(), "batch::run: workspace of ",
-                 workspace_floats * sizeof(float), " bytes, the plan needs ", plan.workspace_bytes());
 }
 
 /// One decode item: the q_len x group query rows of each of its KV heads against one chunk
@@ -349,7 +347,9 @@ template <class Backend, storage_type T, executor Executor>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
 void run(const batch_plan& plan, Backend&& backend, heads_view<const T> q, const paged_kv<const T>& kv,
          heads_view<T> out, matrix_view<float> lse, std::span<float> workspace, Executor& ex) {
-    detail::check_batch_views(plan, q, kv, out, lse, workspace.size());
+    detail::check_batch_views(plan, q, kv, out, lse);
+    FRUGAL_CHECK(workspace.size() * sizeof(float) >= plan.workspace_bytes(), "batch::run: workspace of ",
+                 workspace.size() * sizeof(float), " bytes, the plan needs ", plan.workspace_bytes());
     float* slots = workspace.data() + plan.workers() * plan.worker_floats();
     const auto items = plan.items();
     parallel_for(ex, items.size(), plan.workers(), [&](std::size_t i, std::size_t worker) {

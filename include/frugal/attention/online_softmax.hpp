@@ -79,6 +79,13 @@ template <softmax_base Base>
     return sum > 0.0f ? max + log_in<Base>(sum) : minus_infinity();
 }
 
+/// The log-sum-exp of a base-two row state (running max `max`, running sum `sum`) written
+/// in `base`, as the drivers return it; -inf for a row without keys.
+[[nodiscard]] FRUGAL_HOST_DEVICE inline float lse_from_base_two(float max, float sum, softmax_base base) noexcept {
+    const float lse2 = lse<softmax_base::two>(max, sum);
+    return base == softmax_base::two || sum <= 0.0f ? lse2 : lse2 * 0.6931471805599453f;
+}
+
 }  // namespace softmax_math
 
 /// One query row's partial attention over a key range: running max `max`, running sum

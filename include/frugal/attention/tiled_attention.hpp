@@ -131,10 +131,7 @@ void finish_row(float* o, std::size_t d, float m, float l, T* out, float* lse, s
         std::fill(o, o + d, 0.0f);
     }
     if (static_cast<const void*>(out) != static_cast<const void*>(o)) from_floats(o, out, d);
-    if (lse != nullptr) {
-        const float lse2 = softmax_math::lse<softmax_base::two>(m, l);
-        *lse = base == softmax_base::two || l <= 0.0f ? lse2 : lse2 * 0.6931471805599453f;
-    }
+    if (lse != nullptr) *lse = softmax_math::lse_from_base_two(m, l, base);
 }
 
 /// Writes the normalized output rows in place and, when wanted, their log-sum-exp.
@@ -147,8 +144,9 @@ inline void finish_rows(matrix_view<float> o, std::span<const float> m, std::spa
 }
 
 /// Checks that the query-side views match the plan's shape.
-inline void check_query_views(const attention_shape& sh, const heads_view<const float>& q,
-                              const heads_view<float>& out, const matrix_view<float>& lse, const char* who) {
+template <class T>
+void check_query_views(const attention_shape& sh, const heads_view<const T>& q, const heads_view<T>& out,
+                       const matrix_view<float>& lse, const char* who) {
     FRUGAL_CHECK(q.heads() == sh.q_heads && q.tokens() == sh.q_len && q.dim() == sh.head_dim, who, ": q is ",
                  q.heads(), " heads x ", q.tokens(), " x ", q.dim(), ", the plan expects ", sh.q_heads, " x ",
                  sh.q_len, " x ", sh.head_dim);
@@ -159,10 +157,11 @@ inline void check_query_views(const attention_shape& sh, const heads_view<const 
                  " x ", lse.cols(), ", expected empty or ", sh.q_heads, " x ", sh.q_len);
 }
 
-/// Checks that all views match the plan's shape.
-inline void check_attention_views(const attention_shape& sh, const heads_view<const float>& q,
-                                  const heads_view<const float>& k, const heads_view<const float>& v,
-                                  const heads_view<float>& out, const matrix_view<float>& lse, const char* who) {
+/// Checks that all views match the plan's shape (any element type: the GPU's 16-bit path too).
+template <class T>
+void check_attention_views(const attention_shape& sh, const heads_view<const T>& q, const heads_view<const T>& k,
+                           const heads_view<const T>& v, const heads_view<T>& out, const matrix_view<float>& lse,
+                           const char* who) {
     check_query_views(sh, q, out, lse, who);
     for (const auto* kv : {&k, &v}) {
         FRUGAL_CHECK(kv->heads() == sh.kv_heads && kv->tokens() == sh.kv_len && kv->dim() == sh.head_dim, who,
