@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "frugal_test_errors.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <string>
@@ -233,15 +235,7 @@ TEST(BatchAttention, Bf16AndFp16StorageWithinTheFormatsRoundingOfFloat64) {
     expect_within_format_rounding<float16>(storage_dtype::f16);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const frugal::error& e) {
-        return e.what();
-    }
-    return "no error";
-}
+using frugal::testing::error_of;
 
 TEST(BatchAttention, BadInputGetsAClearErrorNamingTheValue) {
     const batch_data<float> b(mixed());
@@ -287,6 +281,27 @@ TEST(BatchAttention, BadInputGetsAClearErrorNamingTheValue) {
         (void)run_batch(frugal::attention::batch::plan(shorter.shape(), {}), b, pool, cpu);
     });
     EXPECT_NE(len_msg.find("sequence 4 has 200 keys"), std::string::npos) << len_msg;
+}
+
+TEST(BatchAttention, PlanSizesThatWouldWrapAreRefusedByName) {
+    // 2^60 query heads of head_dim 1 pass the shape check (one token is 2^62 bytes), but the
+    // prefill workspace (per query head of a group) wraps 64 bits.
+    const std::vector<std::size_t> one_token{0, 1}, one_key{1};
+    const frugal::attention::batch_shape heads{.q_heads = std::size_t(1) << 60, .kv_heads = 1, .head_dim = 1,
+                                               .qo_indptr = one_token, .kv_lens = one_key};
+    const auto ws_msg = error_of([&] { (void)frugal::attention::batch::plan(heads, {}); });
+    EXPECT_NE(ws_msg.find("workspace floats"), std::string::npos) << ws_msg;
+    // 2^31 KV heads over 2^40 keys in 128-key chunks: 2^64 work items, which wrapped to 0.
+    const std::vector<std::size_t> long_key{std::size_t(1) << 40};
+    const frugal::attention::batch_shape items{.q_heads = std::size_t(1) << 31, .kv_heads = std::size_t(1) << 31,
+                                               .head_dim = 1, .qo_indptr = one_token, .kv_lens = long_key};
+    const auto items_msg = error_of([&] {
+        (void)frugal::attention::batch::plan(items, {.threads = 2, .kv_chunk = 1, .group_decode_heads = false});
+    });
+    EXPECT_NE(items_msg.find("work items"), std::string::npos) << items_msg;
+    // A worker count whose workspace slices alone would take gigabytes.
+    const auto threads_msg = error_of([&] { (void)frugal::attention::batch::plan(heads, {.threads = 1000000}); });
+    EXPECT_NE(threads_msg.find("threads 1000000 is outside [1, 4096]"), std::string::npos) << threads_msg;
 }
 
 TEST(Dtype, ConversionsRoundToNearestEvenAgainstAWideOracle) {

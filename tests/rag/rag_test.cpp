@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "frugal_test_errors.hpp"
+
 #include "minimal_backend.hpp"
 #include "rag_oracle.hpp"
 #if FRUGAL_TEST_RAG_EIGEN
@@ -36,12 +38,7 @@ using frugal::rag::rag_start;
 
 template <class F>
 std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const frugal::invalid_argument& e) {
-        return e.what();
-    }
-    return "";
+    return frugal::testing::error_of<frugal::invalid_argument>(std::forward<F>(f));
 }
 
 // Concepts: the simulation types model them, other types do not.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <tuple>
@@ -75,7 +76,7 @@ struct batch_shape {
 /// `mask` applies per sequence (its q_len x kv_len score matrix; `causal()` is
 /// bottom-right: new tokens after their cache). `scale` multiplies QK^T (0 =
 /// 1/sqrt(head_dim)). `dtype` is the storage of Q, K, V and the output (run checks it).
-/// `threads` bounds the workers. Prefill tiles are `q_tile x kv_tile`; decode folds
+/// `threads` bounds the workers (at most `max_threads`). Prefill tiles are `q_tile x kv_tile`; decode folds
 /// `kv_block` keys per step (0: 128; at most 256), from any number of pages; split-KV
 /// cuts decode sequences into `kv_chunk`-key chunks (0: chosen from the thread count
 /// and the lengths; a multiple of `kv_block`). Sequences with at most `decode_rows`
@@ -91,6 +92,8 @@ struct batch_shape {
 ///                                      .dtype = frugal::attention::storage_dtype::bf16, .threads = 2};
 /// @endcode
 struct batch_options {
+    /// The most workers a plan takes (each owns a workspace slice).
+    static constexpr std::size_t max_threads = 4096;
     attention_mask mask{};
     float scale = 0.0f;
     softmax_base lse_base = softmax_base::e;
@@ -148,8 +151,9 @@ public:
     [[nodiscard]] std::span<const std::size_t> kv_lens() const noexcept { return kv_lens_; }
     [[nodiscard]] std::size_t q_tokens() const noexcept { return qo_indptr_.back(); }
     [[nodiscard]] std::size_t q_len(std::size_t s) const noexcept { return qo_indptr_[s + 1] - qo_indptr_[s]; }
-    /// Whether sequence `s` takes the decode path.
-    [[nodiscard]] bool is_decode(std::size_t s) const noexcept { return q_len(s) * group() <= options_.decode_rows; }
+    /// Whether sequence `s` takes the decode path (q_len x group <= decode_rows, without
+    /// forming a product that could wrap).
+    [[nodiscard]] bool is_decode(std::size_t s) const noexcept { return q_len(s) <= options_.decode_rows / group(); }
     [[nodiscard]] std::span<const batch_work_item> items() const noexcept { return items_; }
     [[nodiscard]] std::span<const batch_merge> merges() const noexcept { return merges_; }
     /// Keys each decode step folds (the alignment of decode blocks).
@@ -193,7 +197,8 @@ private:
 inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& options)
     : q_heads_(shape.q_heads), kv_heads_(shape.kv_heads), head_dim_(shape.head_dim), options_(options) {
     shape.validate();
-    FRUGAL_CHECK(options.threads > 0, "batch plan: threads must be positive");
+    FRUGAL_CHECK(options.threads > 0 && options.threads <= batch_options::max_threads, "batch plan: threads ",
+                 options.threads, " is outside [1, ", batch_options::max_threads, "] (each worker owns a workspace slice)");
     FRUGAL_CHECK(options.q_tile > 0 && options.kv_tile > 0, "batch plan: tiles ", options.q_tile, " x ",
                  options.kv_tile, " must be positive");
     FRUGAL_CHECK(std::isfinite(options.scale) && options.scale >= 0.0f, "batch plan: scale ", options.scale,
@@ -217,7 +222,7 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     std::size_t decode_keys = 0, longest = 0, longest_prefill = 0;
     for (std::size_t s = 0; s < n; ++s) {
         if (is_decode(s)) {
-            decode_keys += kv_lens_[s];
+            decode_keys = checked_add(decode_keys, kv_lens_[s], "batch plan: decode keys");
             longest = std::max(longest, kv_lens_[s]);
             decode_rows_ = std::max(decode_rows_, q_len(s) * g);
         } else {
@@ -231,7 +236,9 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
         kv_chunk_ = round_up(std::max<std::size_t>(longest, 1));
     } else {
         const std::size_t want_items = 8 * options.threads;
-        const std::size_t per_item = (decode_keys * head_groups + want_items - 1) / want_items;
+        const std::size_t per_item =
+            checked_add(checked_mul(decode_keys, head_groups, "batch plan: decode keys x KV heads"), want_items - 1,
+                        "batch plan: decode keys x KV heads") / want_items;
         kv_chunk_ = round_up(std::clamp<std::size_t>(per_item, 512, std::max<std::size_t>(longest, 512)));
     }
     q_tile_ = std::min(options.q_tile, std::max<std::size_t>(longest_prefill, 1));
@@ -250,7 +257,11 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     std::size_t count = 0;
     for (std::size_t s = 0; s < n && count <= max_items; ++s) {
         const auto [kb, ke, c0, c1] = chunk_range(s);
-        count += is_decode(s) ? head_groups * (c1 - c0) : kv_heads_ * ((q_len(s) + q_tile_ - 1) / q_tile_);
+        const char* what = "batch plan: work items";
+        count = checked_add(count,
+                            is_decode(s) ? checked_mul(head_groups, c1 - c0, what)
+                                         : checked_mul(kv_heads_, (q_len(s) + q_tile_ - 1) / q_tile_, what),
+                            what);
     }
     FRUGAL_CHECK(count <= max_items, "batch plan: the batch splits into more than 2^26 work items (q_tile ", q_tile_,
                  ", kv_chunk ", kv_chunk_, "); use larger tiles or chunks");
@@ -297,20 +308,27 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     for (std::size_t i : order) items_.push_back(work[i].second);
 
     // Workspace: per worker the larger of the two paths' scratch, then one slot per chunk.
+    // Every term checked: head counts and head_dim are only bounded by the tensors' sizes.
     const char* what = "batch plan: workspace floats";
+    const auto pad = [&](std::size_t floats) { return checked_add(floats, std::size_t{15}, what) / 16 * 16; };
+    const auto sum = [&](std::initializer_list<std::size_t> terms) {
+        std::size_t total = 0;
+        for (std::size_t t : terms) total = checked_add(total, t, what);
+        return total;
+    };
     std::size_t decode_floats = 0, prefill_floats = 0;
     if (decode_rows_ > 0) {
         // The item's query rows, outputs and row states; the score tile and the rescale factors
         // of one KV head at a time.
         const std::size_t r = checked_mul(decode_rows_, decode_heads_, what);
-        decode_floats = 2 * padded(checked_mul(r, d, what)) + 2 * padded(r) + padded(decode_rows_) +
-                        padded(decode_rows_ * kv_block_) + 2 * padded(checked_mul(kv_block_, d, what));
-        slot_floats_ = padded(r * d + 2 * r);
+        const std::size_t rd = pad(checked_mul(r, d, what)), kd = pad(checked_mul(kv_block_, d, what));
+        decode_floats = sum({rd, rd, pad(r), pad(r), pad(decode_rows_), pad(decode_rows_ * kv_block_), kd, kd});
+        slot_floats_ = pad(sum({checked_mul(r, d, what), r, r}));
     }
     if (longest_prefill > 0) {
         const std::size_t qt = q_tile_, kt = options.kv_tile;
-        prefill_floats = padded(qt * kt) + 2 * padded(checked_mul(kt, d, what)) +
-                         g * (2 * padded(checked_mul(qt, d, what)) + 3 * padded(qt));
+        const std::size_t kd = pad(checked_mul(kt, d, what)), qd = pad(checked_mul(qt, d, what));
+        prefill_floats = sum({pad(qt * kt), kd, kd, checked_mul(g, sum({qd, qd, pad(qt), pad(qt), pad(qt)}), what)});
     }
     worker_floats_ = std::max(decode_floats, prefill_floats);
     const std::size_t floats = checked_add(checked_mul(workers_, worker_floats_, what),
