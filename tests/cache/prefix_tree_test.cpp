@@ -6,14 +6,19 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <cstring>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "frugal_test_errors.hpp"
+
 #include <frugal/cache/gdsf_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/prefix_tree.hpp>
+#include <frugal/core/hash.hpp>
 
 #include "prefix_tree_model.hpp"
 #include "temp_files.hpp"
@@ -24,6 +29,8 @@ using kind = frugal::cache_model::tree_kind;
 using frugal::cache_model::reference_tree;
 using frugal::cache_model::seq;
 using value = frugal::cache::chunk_value<int>;
+
+using frugal::testing::error_of;
 
 template <class Policy>
 std::map<seq, int> contents_of(frugal::cache::prefix_tree<int, int, Policy>& tree, const std::vector<seq>& candidates) {
@@ -206,6 +213,83 @@ TEST_F(PrefixTreeFiles, SaveLoadRoundTripsAndCorruptFilesAreClearErrors) {
     frugal::cache::prefix_tree<int, std::uint64_t> wide(frugal::memory_budget(1000));
     EXPECT_THROW(wide.load(file), frugal::runtime_error) << "handle size differs";
     EXPECT_THROW(loaded.load(dir / "missing.bin"), frugal::runtime_error);
+    try {  // a folder is not an index (it used to escape as std::ios_base::failure)
+        loaded.load(dir);
+        FAIL() << "a folder loaded";
+    } catch (const frugal::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(PrefixTreeFiles, NamespacedTreesLoadWhatTheySave) {
+    // Every chunk of a namespaced sequence carries its namespace; load used to refuse any
+    // child with a namespace, so a saved multi-tenant tree could not be read back.
+    frugal::cache::prefix_tree<int, int> tree(frugal::memory_budget(1000));
+    const std::vector<seq> seqs{{1, 2, 3}, {1, 2, 4}, {5, 6}};
+    int h = 0;
+    for (const std::uint64_t ns : {0ull, 7ull, 0xffffffffffffull})
+        for (const auto& s : seqs) {
+            std::vector<value> v;
+            for (std::size_t i = 0; i < s.size(); ++i) v.push_back({h++, 3, 1.0});
+            tree.insert(s, v, ns);
+        }
+    tree.save(dir / "ns.bin");
+    frugal::cache::prefix_tree<int, int> loaded(frugal::memory_budget(1000));
+    loaded.load(dir / "ns.bin");
+    EXPECT_EQ(loaded.size(), tree.size());
+    for (const std::uint64_t ns : {0ull, 7ull, 0xffffffffffffull, 8ull})
+        for (const auto& s : seqs) {
+            EXPECT_EQ(loaded.cached_length(s, ns), tree.cached_length(s, ns)) << ns;
+            auto a = loaded.match(s, ns), b = tree.match(s, ns);
+            for (std::size_t i = 0; i < a.length(); ++i) EXPECT_EQ(a.handle(i), b.handle(i));
+        }
+
+    // A record whose namespace differs from its parent's, and a frequency an access could
+    // wrap, with the checksum made valid again: both are corrupt files, named.
+    const std::string good = read(dir / "ns.bin");
+    constexpr std::size_t header = 28, record = 40 + 2 * sizeof(int);
+    const auto rewrite = [&](std::size_t at, std::uint64_t value) {
+        std::string bytes = good;
+        std::memcpy(bytes.data() + at, &value, 8);
+        const std::uint64_t sum = frugal::fnv1a(std::string_view(bytes).substr(0, bytes.size() - 8));
+        std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
+        write(dir / "bad.bin", bytes);
+    };
+    std::size_t child = 0;  // the first record with a parent
+    for (std::size_t i = 0;; ++i) {
+        std::uint64_t parent = 0;
+        std::memcpy(&parent, good.data() + header + i * record, 8);
+        if (parent != ~std::uint64_t{0}) {
+            child = i;
+            break;
+        }
+    }
+    std::uint64_t ns = 0;
+    std::memcpy(&ns, good.data() + header + child * record + 8, 8);
+    rewrite(header + child * record + 8, ns + 1);
+    const auto ns_msg = error_of([&] { loaded.load(dir / "bad.bin"); });
+    EXPECT_NE(ns_msg.find("has namespace key " + std::to_string(ns + 1)), std::string::npos) << ns_msg;
+    rewrite(header + 40, ~std::uint64_t{0});
+    const auto freq_msg = error_of([&] { loaded.load(dir / "bad.bin"); });
+    EXPECT_NE(freq_msg.find("frequency 18446744073709551615"), std::string::npos) << freq_msg;
+    EXPECT_EQ(loaded.size(), tree.size()) << "a failed load leaves the tree unchanged";
+}
+
+TEST(PrefixTree, ALockStaysWithTheTreeThatMadeIt) {
+    // Adopting another tree's (released) lock let the lock outlive the tree it pinned: the
+    // Python binding keeps a lock's maker alive, not the tree that adopted it.
+    frugal::cache::prefix_tree<int, int> a(frugal::memory_budget(100)), b(frugal::memory_budget(100));
+    b.insert(seq{1, 2, 3}, std::vector<value>{{1, 1}, {2, 1}, {3, 1}});
+    auto m = b.match(seq{1, 2, 3});
+    m.release();
+    const std::vector<value> v{{4, 1}, {5, 1}, {6, 1}};
+    const auto msg = error_of([&] { a.insert(m, seq{1, 2, 3}, v); });
+    EXPECT_NE(msg.find("the lock belongs to another tree"), std::string::npos) << msg;
+    EXPECT_EQ(a.size(), 0u);
+    // Its own tree takes it back; a lock never used yet is anyone's.
+    EXPECT_EQ(b.insert(m, seq{1, 2, 3, 4}, std::vector<value>{{1, 1}, {2, 1}, {3, 1}, {4, 1}}).cached, 4u);
+    typename frugal::cache::prefix_tree<int, int>::prefix_match fresh;
+    EXPECT_EQ(a.insert(fresh, seq{1}, std::vector<value>{{7, 1}}).cached, 1u);
 }
 
 }  // namespace

@@ -11,10 +11,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
-#include <iterator>
 #include <memory>
 #include <span>
 #include <string>
@@ -309,11 +307,12 @@ public:
     public:
         prefix_match() = default;
         prefix_match(prefix_match&& o) noexcept
-            : tree_(std::exchange(o.tree_, nullptr)), path_(std::move(o.path_)), ns_(o.ns_) {}
+            : tree_(std::exchange(o.tree_, nullptr)), maker_(o.maker_), path_(std::move(o.path_)), ns_(o.ns_) {}
         prefix_match& operator=(prefix_match&& o) noexcept {
             if (this != &o) {
                 release();
                 tree_ = std::exchange(o.tree_, nullptr);
+                maker_ = o.maker_;
                 path_ = std::move(o.path_);
                 ns_ = o.ns_;
             }
@@ -329,7 +328,8 @@ public:
         }
         /// The namespace key the lock was taken in.
         [[nodiscard]] std::uint64_t namespace_key() const noexcept { return ns_; }
-        /// Drops the pins; the chunks become evictable again.
+        /// Drops the pins; the chunks become evictable again (nothing is evicted or reported
+        /// here). The lock still belongs to the tree that made it: `insert` takes it back only there.
         void release() noexcept {
             if (tree_ != nullptr) tree_->unpin_path(path_);
             tree_ = nullptr;
@@ -338,7 +338,8 @@ public:
 
     private:
         friend class prefix_tree;
-        prefix_tree* tree_ = nullptr;
+        prefix_tree* tree_ = nullptr;   // the tree whose chunks it pins (null when released)
+        prefix_tree* maker_ = nullptr;  // the tree that made or first took it (null: never used)
         std::vector<node*> path_;
         std::uint64_t ns_ = 0;
     };
@@ -383,7 +384,7 @@ public:
     /// released. Each matched chunk counts one access.
     [[nodiscard]] prefix_match match(std::span<const ChunkId> sequence, std::uint64_t ns = 0) {
         prefix_match m;
-        m.tree_ = this;
+        m.tree_ = m.maker_ = this;
         m.ns_ = ns;
         node* parent = nullptr;
         for (const ChunkId& id : sequence) {
@@ -423,13 +424,15 @@ public:
             FRUGAL_CHECK(v.bytes > 0 && v.cost >= 0 && v.cost <= std::numeric_limits<double>::max(),
                          "prefix_tree::insert: chunk bytes ", v.bytes, " and cost ", v.cost,
                          " must be positive and finite non-negative");
-        FRUGAL_CHECK(lock.tree_ == nullptr || lock.tree_ == this, "prefix_tree::insert: the lock belongs to another tree");
+        // A lock (even a released one) stays with the tree that made it, so whoever keeps that
+        // tree alive for the lock (the Python binding does) keeps the right one alive.
+        FRUGAL_CHECK(lock.maker_ == nullptr || lock.maker_ == this, "prefix_tree::insert: the lock belongs to another tree");
         FRUGAL_CHECK(lock.length() <= sequence.size(), "prefix_tree::insert: a lock of ", lock.length(),
                      " chunks on a sequence of ", sequence.size());
         for (std::size_t i = 0; i < lock.length(); ++i)
             FRUGAL_CHECK(lock.path_[i]->key.id == sequence[i], "prefix_tree::insert: the lock does not cover a prefix of the "
                                                                "sequence (chunk ", i, " differs)");
-        if (lock.tree_ == nullptr) lock.tree_ = this;
+        lock.tree_ = lock.maker_ = this;
         const std::uint64_t ns = lock.ns_;
         insert_result r;
         r.existing = lock.length();
@@ -559,9 +562,7 @@ public:
         requires(std::is_trivially_copyable_v<ChunkId> && std::is_trivially_copyable_v<Handle>)
     {
         FRUGAL_CHECK(pinned_ == 0, "prefix_tree::load: ", pinned_, " chunks are locked");
-        std::ifstream f(path, std::ios::binary);
-        if (!f) FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::load: cannot open ", path);
-        const std::string in{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+        const std::string in = read_whole_file(path, "prefix_tree::load");
         auto fail = [&](const auto&... why) { FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::load: ", path, ": ", why...); };
         if (in.size() < header_bytes + 8 || std::memcmp(in.data(), magic, 8) != 0) fail("not a frugal prefix-tree index");
         if (get<std::uint32_t>(in, 8) != format_version) fail("format version ", get<std::uint32_t>(in, 8), " is not ", format_version);
@@ -591,7 +592,8 @@ public:
             const auto bytes = get<std::uint64_t>(in, off + 16 + sizeof(ChunkId) + sizeof(Handle));
             const auto cost = get<double>(in, off + 24 + sizeof(ChunkId) + sizeof(Handle));
             if (parent != no_parent && parent >= i) fail("record ", i, " names parent ", parent, " that is not before it");
-            if (parent != no_parent && ns != 0) fail("record ", i, " has a parent and a namespace key");
+            if (parent != no_parent && ns != nodes[parent]->key.ns)
+                fail("record ", i, " has namespace key ", ns, ", its parent ", nodes[parent]->key.ns);
             if (bytes == 0 || bytes > std::numeric_limits<std::size_t>::max() || !(cost >= 0) ||
                 cost > std::numeric_limits<double>::max())
                 fail("record ", i, " has bytes ", bytes, " and cost ", cost);
@@ -602,7 +604,10 @@ public:
             node* n = fresh->create(p, id, ns, chunk_value<Handle>{handle, static_cast<std::size_t>(bytes), cost});
             stamp(*n);  // the file keeps no times: records in file order
             nodes.push_back(n);
-            frequencies.push_back(get<std::uint64_t>(in, off + 32 + sizeof(ChunkId) + sizeof(Handle)));
+            // A count no run reaches; bounded so later accesses cannot wrap it.
+            const auto frequency = get<std::uint64_t>(in, off + 32 + sizeof(ChunkId) + sizeof(Handle));
+            if (frequency > max_frequency) fail("record ", i, " has frequency ", frequency, " above ", max_frequency);
+            frequencies.push_back(frequency);
             total += static_cast<std::size_t>(bytes);
         }
         clear();
@@ -627,6 +632,7 @@ private:
     static constexpr std::size_t header_bytes = 28;
     static constexpr std::size_t record_bytes = 40 + sizeof(ChunkId) + sizeof(Handle);
     static constexpr std::uint64_t no_parent = ~std::uint64_t{0};
+    static constexpr std::uint64_t max_frequency = std::uint64_t{1} << 62;
 
     template <class T>
     static void put(std::string& s, std::size_t off, T v) noexcept {
@@ -706,8 +712,10 @@ private:
                 maybe_enter_policy(n);
             }
         }
-        while (bytes_ > budget_ && evict_one()) {
-        }
+        // No eviction here (SGLang's lock release does none either): a release runs in
+        // destructors, where an eviction callback that throws would end the process. A tree
+        // left above a budget lowered under locks evicts when it next adds a chunk, or at
+        // evict / set_budget.
     }
     // An unpinned leaf is one the policy may evict.
     void maybe_enter_policy(node& n) {

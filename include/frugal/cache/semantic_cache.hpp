@@ -7,8 +7,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -239,9 +237,7 @@ public:
     void load(const std::filesystem::path& path)
         requires detail::storable_answer<Answer> && std::is_trivially_copyable_v<ChunkId>
     {
-        std::ifstream f(path, std::ios::binary);
-        if (!f) FRUGAL_FAIL(frugal::runtime_error, "semantic_cache::load: cannot open ", path);
-        const std::string in{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+        const std::string in = read_whole_file(path, "semantic_cache::load");
         auto fail = [&](const auto&... why) { FRUGAL_FAIL(frugal::runtime_error, "semantic_cache::load: ", path, ": ", why...); };
         if (in.size() < header_bytes + 8 || std::memcmp(in.data(), magic, 8) != 0) fail("not a frugal QA bank");
         if (get<std::uint64_t>(in, in.size() - 8) != fnv1a(std::string_view(in).substr(0, in.size() - 8)))

@@ -1,8 +1,10 @@
 #pragma once
 /// @file
-/// write_file_atomically: the crash-safe write behind every file frugal saves.
+/// write_file_atomically: the crash-safe write behind every file frugal saves, and
+/// read_whole_file, the checked read behind every file it loads.
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +83,27 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
 /// Byte-span overload of `write_file_atomically`.
 inline void write_file_atomically(const std::filesystem::path& path, std::span<const unsigned char> bytes) {
     write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+/// The bytes of the regular file at `path`, for a loader to validate. A missing path, a
+/// folder or another non-regular file, or a failed read throws `frugal::runtime_error`
+/// naming `who` and the path (never a `std::ios_base::failure`).
+/// @code
+/// const std::string bytes = frugal::read_whole_file("index.bin", "prefix_tree::load");
+/// @endcode
+inline std::string read_whole_file(const std::filesystem::path& path, const char* who) {
+    std::error_code ec;
+    const bool regular = std::filesystem::is_regular_file(path, ec);
+    if (!regular) FRUGAL_FAIL(frugal::runtime_error, who, ": cannot open ", path.string(), ": not a regular file");
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) FRUGAL_FAIL(frugal::runtime_error, who, ": cannot read the size of ", path.string(), ": ", ec.message());
+    std::ifstream f(path, std::ios::binary);
+    if (!f) FRUGAL_FAIL(frugal::runtime_error, who, ": cannot open ", path.string());
+    std::string bytes(static_cast<std::size_t>(size), '\0');
+    f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));  // sets failbit on error, never throws
+    if (static_cast<std::uintmax_t>(f.gcount()) != size)
+        FRUGAL_FAIL(frugal::runtime_error, who, ": read ", f.gcount(), " of the ", size, " bytes of ", path.string());
+    return bytes;
 }
 
 }  // namespace frugal
