@@ -229,6 +229,21 @@ TEST(Drafter, HistoryDraftsWhatTheContextLacks) {
     EXPECT_TRUE(d.chain().empty());  // a continuation never crosses into another document
 }
 
+TEST(Drafter, HistoryTokensOutsideTheVocabularyAreNeverDrafted) {
+    // The history is shared with other engines (another tokenizer, or corrupt data): its
+    // tokens are not checked on the way in, so the drafter filters what it drafts from it.
+    const auto history = history_of({{1, 2, 3, 500, 501, 502, 503}, {1, 2, 3, -7}, {1, 2, 3, 4, 9}});
+    drafter<int> d({.max_draft = 4, .tree_budget = 16, .history_escape = 1.0, .vocab_size = 10}, history.get());
+    d.begin(std::vector<int>{1, 2, 3});
+    EXPECT_EQ(d.history_match(), 3u);
+    EXPECT_EQ(v(d.chain().tokens), (std::vector<int>{4, 9}));
+    for (const int t : d.tree().tokens) EXPECT_TRUE(t >= 0 && t < 10) << t;
+    EXPECT_FALSE(d.tree().empty());
+    drafter<int> any({.max_draft = 4, .history_escape = 1.0}, history.get());  // no vocabulary: non-negative only
+    any.begin(std::vector<int>{1, 2, 3});
+    for (const int t : any.tree().tokens) EXPECT_GE(t, 0);
+}
+
 TEST(Drafter, BackoffDraftsWhereTheLongestMatchEnds) {
     // "1 2 3" ends a history document (nothing follows it); its back-off "2 3" was
     // followed by 4 in the other document.

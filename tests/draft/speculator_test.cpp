@@ -99,4 +99,23 @@ TEST(Speculator, LifecycleErrorsNameTheId) {
     EXPECT_TRUE(spec.propose(std::vector<request_id>{}).empty());
 }
 
+TEST(Speculator, AnIdStoppedAgainIsRememberedFromItsNewestStop) {
+    // Stop 7, start and stop it again, then 4,095 other stops: the newest stop of 7 is one of
+    // the last 4,096, so 7 is still known as stopped (its first stop aging out used to
+    // forget it).
+    speculator<int> spec;
+    for (int round = 0; round < 2; ++round) {
+        spec.start(7, std::vector<int>{1, 2});
+        (void)spec.stop(7);
+    }
+    for (request_id id = 100; id < 100 + 4095; ++id) {
+        spec.start(id, std::vector<int>{1});
+        (void)spec.stop(id);
+    }
+    expect_error([&] { spec.append(7, std::vector<int>{4}); }, "request 7 was stopped");
+    spec.start(100 + 4095, std::vector<int>{1});  // one stop more: 7's last stop ages out
+    (void)spec.stop(100 + 4095);
+    expect_error([&] { spec.append(7, std::vector<int>{4}); }, "unknown request 7");
+}
+
 }  // namespace

@@ -47,7 +47,8 @@ struct drafter_config {
     /// Also draft from each match's suffix-link back-off (the next shorter match, with
     /// more occurrences), which gets the probability mass the longer match leaves.
     bool backoff = true;
-    std::uint64_t vocab_size = 0;    ///< tokens must lie in [0, vocab_size); 0: any non-negative value
+    std::uint64_t vocab_size = 0;    ///< tokens must lie in [0, vocab_size); 0: any non-negative value.
+                                     ///< History tokens outside it are never drafted.
 };
 
 /// A request's drafter: its context (prompt plus accepted tokens, an automaton it owns) and
@@ -421,6 +422,9 @@ private:
             std::sort(gathered_.begin(), gathered_.end(), [](const weighted& a, const weighted& b) { return a.token < b.token; });
         merged_.clear();
         for (const weighted& w : gathered_) {
+            // History documents are any engine's outputs: a token outside this request's
+            // vocabulary is never drafted (the context's tokens were checked on the way in).
+            if (!in_vocabulary(w.token)) continue;
             if (!merged_.empty() && merged_.back().token == w.token) {
                 merged_.back().p += w.p;
             } else {
@@ -501,6 +505,12 @@ private:
             if (c.depth < config_.tree_depth) push_children(cursors_[n], node, c.score, c.depth);
         }
         return draft_;
+    }
+
+    [[nodiscard]] bool in_vocabulary(Token token) const noexcept {
+        if constexpr (std::signed_integral<Token>)
+            if (token < 0) return false;
+        return config_.vocab_size == 0 || static_cast<std::uint64_t>(token) < config_.vocab_size;
     }
 
     void check_token(Token token) const {

@@ -11,7 +11,6 @@
 #include <deque>
 #include <span>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -128,10 +127,13 @@ public:
         const auto out = e.state.output();
         std::vector<Token> output(out.begin(), out.end());
         requests_.erase(id);
-        stopped_.insert(id);
-        stopped_order_.push_back(id);
+        // The newest stop of an id is the one remembered: an id started and stopped again
+        // leaves its older stop in the queue, which must not forget the newer one.
+        stopped_[id] = ++stops_;
+        stopped_order_.emplace_back(id, stops_);
         if (stopped_order_.size() > remembered_stops) {
-            stopped_.erase(stopped_order_.front());
+            const auto [old, when] = stopped_order_.front();
+            if (const auto it = stopped_.find(old); it != stopped_.end() && it->second == when) stopped_.erase(it);
             stopped_order_.pop_front();
         }
         return output;
@@ -166,8 +168,9 @@ private:
     drafter_config config_;
     const live_history<Token>* history_;
     std::unordered_map<request_id, entry> requests_;
-    std::unordered_set<request_id> stopped_;
-    std::deque<request_id> stopped_order_;
+    std::unordered_map<request_id, std::uint64_t> stopped_;          // id -> number of its last stop
+    std::deque<std::pair<request_id, std::uint64_t>> stopped_order_;  // the last remembered_stops stops
+    std::uint64_t stops_ = 0;
     std::uint64_t batch_ = 0;
     std::vector<entry*> batch_entries_;
     std::vector<const draft_tree<Token>*> results_;
