@@ -77,13 +77,15 @@ struct arc_policy {
             return nullptr;
         }
         void evict(Node& n) {
+            // The ghost record first (it may allocate; a resident entry's hash is in no ghost
+            // list, so recording it before the trims leaves the same lists).
+            const bool to_ghost = step_ != step::drop_t1;
+            if (to_ghost) (n.in_t2 ? b2_ : b1_).push_back(n.hash, n.weight);
             if (step_ == step::trim_b1_replace) b1_.pop_front();
             if (step_ == step::trim_b2_replace) b2_.pop_front();
-            const bool to_ghost = step_ != step::drop_t1;
             first_eviction_ = false;
             list(n).erase(n);
             if (!to_ghost) return;
-            (n.in_t2 ? b2_ : b1_).push_back(n.hash, n.weight);
             // With unit weights the paper's invariants make these no-ops; with byte weights one
             // trimmed record may be lighter than the one added.
             while (t1_.weight() + b1_.weight() > capacity_ && b1_.pop_front()) {

@@ -42,7 +42,9 @@ struct policy_probe_node : Policy::node_data {
 ///   S3-FIFO) can look the key up before those evictions change its ghosts.
 ///
 /// Every operation is called only on entries in the states above; none may throw except
-/// `admit`, `touch`, `reattach`, `replace` and `expect` on allocation failure.
+/// `admit`, `touch`, `reattach`, `replace`, `expect` and `evict` (a ghost record) on
+/// allocation failure, and `evict` only before it changes anything: the caches call it before
+/// they drop the entry, so a failed eviction leaves both as they were.
 /// @code
 /// static_assert(frugal::cache::cache_policy<frugal::cache::lru_policy>);
 /// frugal::cache::basic_cache<int, int, frugal::cache::s3fifo_policy> c(1000);

@@ -226,8 +226,10 @@ public:
     }
     void remember(std::uint64_t hash, std::uint64_t weight, std::uint64_t stamp = 0) {
         if (weight > limit_) return;
-        while (queue_.weight() + weight > limit_) queue_.pop_front();
+        // The push first (it may allocate): a bad_alloc then leaves the queue as it was. The
+        // newest record outlives the oldest, so trimming after it drops the same records.
         queue_.push_back(hash, weight, stamp);
+        while (queue_.weight() > limit_) queue_.pop_front();
     }
     [[nodiscard]] ghost_queue& queue() noexcept { return queue_; }
 

@@ -151,16 +151,25 @@ struct lirs_policy {
                 remove(n);
                 return;
             }
-            q_.erase(n);
-            if (!n.in_stack) return;
-            // A resident HIR entry in S stays there as a non-resident ghost, in its place.
+            if (!n.in_stack) {
+                q_.erase(n);
+                return;
+            }
+            // A resident HIR entry in S stays there as a non-resident ghost, in its place. The
+            // two allocations come first, so a bad_alloc leaves the policy as it was.
             ghost_record& g = new_ghost();
+            try {
+                ghosts_.push_back(n.hash, n.stack_weight, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&g)));
+            } catch (...) {
+                free_.push_back(&g);  // within the capacity reserved in new_ghost
+                throw;
+            }
+            q_.erase(n);
             g.hash = n.hash;
             g.stack_weight = n.stack_weight;
             stack_.insert(stack_.iterator_to(n), g);
             stack_.erase(stack_.iterator_to(n));
             n.in_stack = false;
-            ghosts_.push_back(g.hash, g.stack_weight, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&g)));
         }
         void set_capacity(std::size_t capacity) {
             capacity_ = capacity;

@@ -74,9 +74,9 @@ struct basic_s3fifo_policy {
             return small_.front();
         }
         void evict(Node& n) {
+            if (!n.in_main) ghost_.remember(n.hash, n.weight);  // first: it may allocate
             has_evicted_ = true;
             list(n).erase(n);
-            if (!n.in_main) ghost_.remember(n.hash, n.weight);
         }
         void set_capacity(std::size_t capacity) noexcept {
             small_max_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.1);

@@ -42,8 +42,8 @@ struct two_queue_policy {
             return am_.front();
         }
         void evict(Node& n) {
+            if (!n.in_am) a1out_.remember(n.hash, n.weight);  // first: it may allocate
             list(n).erase(n);
-            if (!n.in_am) a1out_.remember(n.hash, n.weight);
         }
         void set_capacity(std::size_t capacity) noexcept {
             kin_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.25);
