@@ -2,6 +2,7 @@
 // TSan in the tsan preset): every hit returns the answer that was stored with its query.
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,7 +22,7 @@ std::vector<float> embedding_of(int q) {
 
 TEST(SynchronizedSemanticCache, ConcurrentLookupsInsertsAndAnswersStayConsistent) {
     frugal::cache::synchronized_semantic_cache<std::string> bank(64, 16, 0.999);
-    std::atomic<int> wrong{0}, hits{0};
+    std::atomic<int> wrong{0};
     std::vector<std::thread> pool;
     for (int t = 0; t < 4; ++t)
         pool.emplace_back([&, t] {
@@ -29,7 +30,6 @@ TEST(SynchronizedSemanticCache, ConcurrentLookupsInsertsAndAnswersStayConsistent
                 const int q = (i * 7 + t * 13) % 200;
                 const std::string text = "q" + std::to_string(q);
                 if (auto h = bank.lookup(text, embedding_of(q))) {
-                    ++hits;
                     if (h->exact && h->entry.query != text) ++wrong;
                     if (h->entry.answer && *h->entry.answer != "a" + h->entry.query.substr(1)) ++wrong;
                 } else if (auto id = bank.insert(text, embedding_of(q))) {
@@ -40,8 +40,16 @@ TEST(SynchronizedSemanticCache, ConcurrentLookupsInsertsAndAnswersStayConsistent
         });
     for (auto& th : pool) th.join();
     EXPECT_EQ(wrong.load(), 0);
-    EXPECT_GT(hits.load(), 0);
     EXPECT_LE(bank.size(), 64u);
+    // The bank still works after the storm: how many lookups hit during it depends on the
+    // interleaving (a loaded machine can make it 0), so the oracle is this one, afterwards.
+    const auto id = bank.insert("q-final", embedding_of(1000));
+    ASSERT_TRUE(id.has_value());
+    bank.set_answer(*id, "a-final");
+    const auto h = bank.lookup("q-final", embedding_of(1000));
+    ASSERT_TRUE(h.has_value());
+    EXPECT_TRUE(h->exact);
+    EXPECT_EQ(h->entry.answer, std::optional<std::string>("a-final"));
 }
 
 }  // namespace
