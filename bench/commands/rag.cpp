@@ -17,7 +17,8 @@
 #include <frugal/retrieve/ivf_flat.hpp>
 #include <frugal/rag/tiered_ivf.hpp>
 #include <frugal/sim/rag_simulation.hpp>
-#include <frugal/rag/wavefront.hpp>
+#include <frugal/rag/scheduler.hpp>
+#include <frugal/sim/rag_event_loop.hpp>
 #include <frugal/rag/workflow.hpp>
 
 #if FRUGAL_BENCH_HAVE_FAISS
@@ -77,7 +78,7 @@ double mean_latency(const workload& w, const rag::rag_schedule_options& opt, dou
     sim::simulated_retriever::config rc;
     rc.nprobe = s.nprobe;
     sim::simulated_retriever ret(rc);
-    rag::rag_run run = rag::schedule_rag(sim::poisson_requests(mix, rate, s.requests, s.seed), gen, ret, opt);
+    rag::rag_run run = sim::schedule_rag(sim::poisson_requests(mix, rate, s.requests, s.seed), gen, ret, opt);
     const double m = run.mean_latency();
     if (tail_mean) {
         // Requests are in arrival order: the last third shows whether latency keeps growing.
@@ -163,7 +164,7 @@ void coordination_study(const sim_settings& s, double rate, std::vector<record>&
         rc.request_similarity = 0.95;
         rc.query_buckets = 2;
         sim::simulated_retriever ret(rc);
-        const rag::rag_run run = rag::schedule_rag(reqs, gen, ret,
+        const rag::rag_run run = sim::schedule_rag(reqs, gen, ret,
                                          {.policy = rag::rag_policy::wavefront, .reorder = v.reorder,
                                           .speculate_retrieval = v.speculate_retrieval});
         out.push_back({{"workflow", w.name}, {"kind", "coordination"}, {"scheduler", v.name}, {"rate_per_s", rate},
@@ -494,7 +495,7 @@ public:
             s.max_rate = 100.0;
             s.bisections = 2;
         }
-        sec.notes = "Simulation mode of `frugal::rag::schedule_rag` (docs/rag.md): Llama-3-8B/H100 decode model, IVF4096 "
+        sec.notes = "Simulation mode of `frugal::sim::schedule_rag` (docs/rag.md): Llama-3-8B/H100 decode model, IVF4096 "
                     "over 38M 1024-d vectors with nprobe 256 on 32 CPU threads. `rate_ratio` = highest Poisson rate "
                     "the wavefront scheduler sustains at mean latency <= 3x the unloaded sequential latency, over the "
                     "rate sequential stage execution sustains. `frugal-bench rag`.";

@@ -5,7 +5,7 @@
 // request, commit (kept: publish the output into the request's state) and discard (a
 // rolled-back speculation: free it). One-shot requests retrieve with the question; HyDE
 // requests retrieve with the hypothesis their first generation wrote. Questions arrive over
-// time and are handed to a rag_scheduler as they come; every request gets the documents a
+// time and are handed to a rag_event_loop as they come; every request gets the documents a
 // direct index search returns.
 #include <cctype>
 #include <cmath>
@@ -20,7 +20,8 @@
 
 #include <frugal/core/hash.hpp>
 #include <frugal/rag/ivf_retriever.hpp>
-#include <frugal/rag/wavefront.hpp>
+#include <frugal/rag/scheduler.hpp>
+#include <frugal/sim/rag_event_loop.hpp>
 #include <frugal/rag/workflow.hpp>
 #include <frugal/retrieve/ivf_flat.hpp>
 
@@ -145,7 +146,7 @@ int main() {
         "Which planet is the hottest?",   "What does the KV cache keep?",    "How does retrieval-augmented generation answer?",
     };
     template_engine engine;
-    frugal::rag::rag_scheduler scheduler(engine, retriever, {.policy = frugal::rag::rag_policy::wavefront});
+    frugal::sim::rag_event_loop scheduler(engine, retriever, {.policy = frugal::rag::rag_policy::wavefront});
     bool same = true;
     std::size_t asked = 0, answered = 0;
     for (double now = 10.0; answered < questions.size(); now += 10.0) {

@@ -5,7 +5,8 @@
 #include <vector>
 
 #include <frugal/sim/rag_simulation.hpp>
-#include <frugal/rag/wavefront.hpp>
+#include <frugal/rag/scheduler.hpp>
+#include <frugal/sim/rag_event_loop.hpp>
 #include <frugal/rag/workflow.hpp>
 
 int main() {
@@ -31,6 +32,7 @@ int main() {
     g2.add_edge(
         2, [](const frugal::rag::rag_state& s) { return s.visited(2) < 3 ? frugal::rag::rag_node_id{1} : rag_end; },
         {1, rag_end});
+    g2.bound_visits(1, 3);  // every loop has a bound
     g1.validate();
     g2.validate();
 
@@ -40,7 +42,7 @@ int main() {
     auto serve = [&](frugal::rag::rag_policy policy) {
         frugal::sim::simulated_generator gen;
         frugal::sim::simulated_retriever ret;
-        return frugal::rag::schedule_rag(requests, gen, ret, {.policy = policy});
+        return frugal::sim::schedule_rag(requests, gen, ret, {.policy = policy});
     };
     const auto seq = serve(frugal::rag::rag_policy::sequential);
     const auto wave = serve(frugal::rag::rag_policy::wavefront);

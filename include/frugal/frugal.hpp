@@ -88,7 +88,7 @@
 #include "frugal/rag/ivf_retriever.hpp"
 #include "frugal/rag/substage.hpp"
 #include "frugal/rag/tiered_ivf.hpp"
-#include "frugal/rag/wavefront.hpp"
+#include "frugal/rag/scheduler.hpp"
 #include "frugal/rag/workflow.hpp"
 
 // retrieve

@@ -5,7 +5,8 @@
 // runs alone, and the generator must see every generation end in exactly one commit or
 // (speculative only) discard (rag_oracle.hpp's contract_generator). A rag_scheduler handed
 // the requests a few at a time, its clock run in random slices, must give the same run.
-#include <frugal/rag/wavefront.hpp>
+#include <frugal/rag/scheduler.hpp>
+#include <frugal/sim/rag_event_loop.hpp>
 #include <frugal/rag/workflow.hpp>
 #include <frugal/sim/rag_simulation.hpp>
 
@@ -52,6 +53,7 @@ rag::rag_graph random_graph(input& in) {
                 return static_cast<std::int64_t>(s.visited(j)) < s.get(key) ? back : next;
             },
             {back, next});
+        g.bound_visits(j, 256);  // above any "loops j" a byte can ask for
     }
     g.validate();
     return g;
@@ -82,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     opt.speculate_retrieval = byte(in, 2) == 0;
     opt.speculate_retrieval_at = (1.0 + static_cast<double>(byte(in, 9))) / 10.0;
     opt.speculate_retrieval_below = byte(in, 40);
-    std::vector<rag::rag_request> reqs(1 + byte(in, 12));
+    std::vector<frugal::sim::rag_request> reqs(1 + byte(in, 12));
     for (auto& r : reqs) {
         r.arrival = static_cast<double>(byte(in, 255)) * 2.0;
         r.graph = &graphs[byte(in, 2)];
@@ -93,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                                       .stop_probability = static_cast<double>(byte(in, 4)) / 8.0};
     rag::testing::contract_generator gen(gc);
     frugal::sim::simulated_retriever ret(rc);
-    const auto run = rag::schedule_rag(reqs, gen, ret, opt);
+    const auto run = frugal::sim::schedule_rag(reqs, gen, ret, opt);
     FRUGAL_FUZZ_CHECK(run.requests.size() == reqs.size(), "%zu outcomes for %zu requests", run.requests.size(), reqs.size());
     const auto breaches = gen.breaches();
     FRUGAL_FUZZ_CHECK(breaches.empty(), "generator contract: %s", breaches.empty() ? "" : breaches.front().c_str());
@@ -101,12 +103,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                           run.retrieval_rollbacks <= run.retrieval_speculations,
                       "counters: %zu discards, %zu rollbacks of %zu speculations", gen.discards(), run.rollbacks,
                       run.speculations);
-    // The same requests handed to a rag_scheduler a few at a time (in input order, so they
+    // The same requests handed to a rag_event_loop a few at a time (in input order, so they
     // get the same ids), its clock run in random slices but never past a request not yet
     // handed over: the same run.
     rag::testing::contract_generator gen2(gc);
     frugal::sim::simulated_retriever ret2(rc);
-    rag::rag_scheduler sched(gen2, ret2, opt);
+    frugal::sim::rag_event_loop sched(gen2, ret2, opt);
     std::size_t next = 0, finished = 0;
     for (double t = 0.0; finished < reqs.size();) {
         for (std::size_t more = 1 + byte(in, 4); more > 0 && next < reqs.size(); --more, ++next)

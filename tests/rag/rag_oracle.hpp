@@ -11,7 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "frugal/rag/wavefront.hpp"
+#include "frugal/rag/scheduler.hpp"
+#include "frugal/sim/rag_event_loop.hpp"
 #include "frugal/rag/workflow.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/sim/rag_simulation.hpp"

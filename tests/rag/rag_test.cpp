@@ -28,7 +28,8 @@
 #include "frugal/rag/tiered_ivf.hpp"
 #include "frugal/retrieve/top_k.hpp"
 #include "frugal/sim/rag_simulation.hpp"
-#include "frugal/rag/wavefront.hpp"
+#include "frugal/rag/scheduler.hpp"
+#include "frugal/sim/rag_event_loop.hpp"
 #include "frugal/rag/workflow.hpp"
 
 namespace {
@@ -124,14 +125,41 @@ TEST(RagGraph, CycleWithoutConditionalExit) {
     EXPECT_NE(msg.find("cycle through node 0 (gen) has no conditional edge"), std::string::npos) << msg;
 }
 
-TEST(RagGraph, ConditionalExitMakesTheCycleValid) {
+TEST(RagGraph, AConditionalExitAndAVisitBoundMakeTheCycleValid) {
     frugal::rag::rag_graph g;
     g.add_generation(0, "gen", 4);
     g.add_retrieval(1, "ret", 2);
     g.add_edge(rag_start, 0);
     g.add_edge(0, 1);
     g.add_edge(1, [](const frugal::rag::rag_state&) { return rag_end; }, {0, rag_end});
+    // A loop must be bounded: a router that never leaves it would run forever.
+    const std::string msg = error_of([&] { g.validate(); });
+    EXPECT_NE(msg.find("the loop through node 0 (gen) has no visit bound"), std::string::npos) << msg;
+    g.bound_visits(1, 3);
     EXPECT_NO_THROW(g.validate());
+    EXPECT_THROW(g.bound_visits(7, 3), frugal::invalid_argument);
+    EXPECT_THROW(g.bound_visits(0, 0), frugal::invalid_argument);
+}
+
+TEST(RagSchedule, ALoopPastItsBoundFailsOnlyItsRequest) {
+    // A router that always loops back: the bound ends the request (failed, naming the node);
+    // a request of another workflow beside it finishes.
+    frugal::rag::rag_graph looping;
+    looping.add_retrieval(0, "ret", 2);
+    looping.add_generation(1, "gen", 3);
+    looping.add_edge(rag_start, 0);
+    looping.add_edge(0, 1);
+    looping.add_edge(1, [](const frugal::rag::rag_state&) { return frugal::rag::rag_node_id{0}; }, {0, rag_end});
+    looping.bound_visits(0, 3);
+    const auto one = frugal::rag::one_shot_workflow();
+    frugal::sim::simulated_generator gen;
+    frugal::sim::simulated_retriever ret;
+    const auto run = frugal::sim::schedule_rag({{0.0, &looping, {}}, {1.0, &one, {}}}, gen, ret);
+    EXPECT_EQ(run.requests[0].status, frugal::rag::rag_status::failed);
+    EXPECT_NE(run.requests[0].error.find("would run node 0 (ret) a 4th time, beyond its bound of 3"), std::string::npos)
+        << run.requests[0].error;
+    EXPECT_EQ(run.requests[0].state.visited(0), 3u);
+    EXPECT_EQ(run.requests[1].status, frugal::rag::rag_status::finished);
 }
 
 TEST(RagGraph, DeadEndsUnreachableNodesAndDuplicates) {
@@ -168,9 +196,9 @@ TEST(RagSchedule, ConditionalRoutingRunsOneRoundPerSubquestion) {
     for (std::int64_t rounds : {1, 3, 5}) {
         frugal::sim::simulated_generator gen;
         frugal::sim::simulated_retriever ret;
-        frugal::rag::rag_request r{0.0, &g, {}};
+        frugal::sim::rag_request r{0.0, &g, {}};
         r.state.values["subquestions"] = rounds;
-        const auto run = frugal::rag::schedule_rag({r}, gen, ret);
+        const auto run = frugal::sim::schedule_rag({r}, gen, ret);
         const auto& s = run.requests.at(0).state;
         EXPECT_EQ(s.visited(0), 1u);
         EXPECT_EQ(s.visited(1), static_cast<std::size_t>(rounds));
@@ -189,14 +217,15 @@ TEST(RagSchedule, UserNodesDriveConditionalEdges) {
     g.add_edge(0, 1);
     g.add_edge(1, [](const frugal::rag::rag_state& s) { return s.get("rounds") < 2 ? frugal::rag::rag_node_id{0} : rag_end; },
                {0, rag_end});
+    g.bound_visits(1, 10);
     frugal::sim::simulated_generator gen;
     frugal::sim::simulated_retriever ret;
-    const auto run = frugal::rag::schedule_rag({{0.0, &g, {}}}, gen, ret);
+    const auto run = frugal::sim::schedule_rag({{0.0, &g, {}}}, gen, ret);
     EXPECT_EQ(run.requests[0].state.get("rounds"), 2);
     EXPECT_EQ(run.requests[0].state.retrieved.size(), 2u);
 }
 
-std::vector<frugal::rag::rag_request> mixed_requests(const frugal::rag::rag_graph& one, const frugal::rag::rag_graph& hyde,
+std::vector<frugal::sim::rag_request> mixed_requests(const frugal::rag::rag_graph& one, const frugal::rag::rag_graph& hyde,
                                                 const frugal::rag::rag_graph& multi, double rate, std::size_t n) {
     const std::vector<frugal::sim::rag_mix_entry> mix{{&one, 1.0}, {&hyde, 1.0}, {&multi, 1.0, 1, 3}};
     return frugal::sim::poisson_requests(mix, rate, n, 11);
@@ -208,7 +237,7 @@ TEST(RagSchedule, EveryPolicyMatchesTheOneRequestOracle) {
     for (auto policy : {frugal::rag::rag_policy::sequential, frugal::rag::rag_policy::naive_async, frugal::rag::rag_policy::wavefront}) {
         frugal::sim::simulated_generator gen;
         frugal::sim::simulated_retriever ret;
-        const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = policy});
+        const auto run = frugal::sim::schedule_rag(reqs, gen, ret, {.policy = policy});
         ASSERT_EQ(run.requests.size(), reqs.size());
         for (std::size_t i = 0; i < reqs.size(); ++i) {
             const auto expect = walk_alone(*reqs[i].graph, reqs[i].state, i, 128);
@@ -231,7 +260,7 @@ TEST(RagSchedule, SimulationIsDeterministic) {
     auto once = [&] {
         frugal::sim::simulated_generator gen;
         frugal::sim::simulated_retriever ret;
-        return frugal::rag::schedule_rag(reqs, gen, ret);
+        return frugal::sim::schedule_rag(reqs, gen, ret);
     };
     const auto a = once(), b = once();
     ASSERT_EQ(a.requests.size(), b.requests.size());
@@ -249,7 +278,7 @@ TEST(RagSchedule, SpeculationRollbackGivesTheNonSpeculativeResults) {
     auto run_with = [&](bool speculate) {
         frugal::sim::simulated_generator gen;
         frugal::sim::simulated_retriever ret;
-        return frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront, .speculate = speculate});
+        return frugal::sim::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront, .speculate = speculate});
     };
     const auto plain = run_with(false), spec = run_with(true);
     EXPECT_EQ(plain.speculations, 0u);
@@ -287,7 +316,7 @@ TEST(RagSchedule, GeneratorSeesEveryGenerationEndInCommitOrDiscard) {
     for (std::size_t i = 0; i < reqs.size(); ++i) reqs[i].state.input = "question " + std::to_string(i);
     frugal::rag::testing::contract_generator gen;
     question_checking_retriever ret;
-    const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront});
+    const auto run = frugal::sim::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront});
     EXPECT_EQ(gen.breaches(), std::vector<std::string>{});
     std::size_t generations = 0;
     for (const auto& r : run.requests) {
@@ -303,7 +332,7 @@ TEST(RagSchedule, GeneratorSeesEveryGenerationEndInCommitOrDiscard) {
     // without one is an error, not a silent no-op.
     no_preview_generator plain;
     const std::string msg = error_of([&] {
-        (void)frugal::rag::schedule_rag(reqs, plain, ret, {.speculate_retrieval = true});
+        (void)frugal::sim::schedule_rag(reqs, plain, ret, {.speculate_retrieval = true});
     });
     EXPECT_NE(msg.find("speculate_retrieval needs a generator with preview(state, node)"), std::string::npos) << msg;
 }
@@ -324,13 +353,13 @@ TEST(RagSchedule, SimilarityAwareOrderFindsTheTopKSoonerWithTheSameResults) {
     auto run_with = [&](bool reorder) {
         frugal::sim::simulated_generator gen;
         frugal::sim::simulated_retriever ret(similar_queries());
-        return frugal::rag::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront, .reorder = reorder});
+        return frugal::sim::schedule_rag(reqs, gen, ret, {.policy = frugal::rag::rag_policy::wavefront, .reorder = reorder});
     };
     const auto plain = run_with(false), ordered = run_with(true);
     ASSERT_EQ(plain.retrievals, ordered.retrievals);
     frugal::sim::simulated_generator gen;
     unordered_retriever hashed{frugal::sim::simulated_retriever{}};
-    const auto fallback = frugal::rag::schedule_rag(reqs, gen, hashed);
+    const auto fallback = frugal::sim::schedule_rag(reqs, gen, hashed);
     // Clusters searched until the top-k last changed: the history's lists come first.
     EXPECT_LT(ordered.clusters_to_final, plain.clusters_to_final);
     for (std::size_t i = 0; i < reqs.size(); ++i) {
@@ -349,7 +378,7 @@ TEST(RagSchedule, SpeculativeRetrievalRollbackGivesTheNonSpeculativeResults) {
     auto run_with = [&](bool speculate) {
         frugal::sim::simulated_generator gen;
         frugal::sim::simulated_retriever ret(similar_queries());
-        return frugal::rag::schedule_rag(reqs, gen, ret,
+        return frugal::sim::schedule_rag(reqs, gen, ret,
                                     {.policy = frugal::rag::rag_policy::wavefront, .speculate_retrieval = speculate});
     };
     const auto plain = run_with(false), spec = run_with(true);
@@ -375,11 +404,11 @@ TEST(RagSchedule, GenerationsEndingAtAnEndOfSequenceMatchTheOracle) {
     const frugal::sim::simulated_generator::config stops{.stop_probability = 0.15};
     frugal::sim::simulated_generator full;
     frugal::sim::simulated_retriever ret0;
-    const auto unstopped = frugal::rag::schedule_rag(reqs, full, ret0);
+    const auto unstopped = frugal::sim::schedule_rag(reqs, full, ret0);
     for (auto policy : {frugal::rag::rag_policy::sequential, frugal::rag::rag_policy::wavefront}) {
         frugal::rag::testing::contract_generator gen(stops);
         frugal::sim::simulated_retriever ret;
-        const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = policy});
+        const auto run = frugal::sim::schedule_rag(reqs, gen, ret, {.policy = policy});
         EXPECT_EQ(gen.breaches(), std::vector<std::string>{});
         EXPECT_LT(run.gpu_busy, unstopped.gpu_busy);
         for (std::size_t i = 0; i < reqs.size(); ++i) {
@@ -392,17 +421,17 @@ TEST(RagSchedule, GenerationsEndingAtAnEndOfSequenceMatchTheOracle) {
 
 TEST(RagScheduler, RequestsSubmittedAsTheyArriveRunAsIfKnownUpFront) {
     // The same stream served twice: all at once through schedule_rag, and through a
-    // rag_scheduler that is handed each request just before its arrival, runs in 50 ms
+    // rag_event_loop that is handed each request just before its arrival, runs in 50 ms
     // slices and hands back finished requests along the way.
     const auto one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(), multi = frugal::rag::multistep_workflow();
     const auto reqs = mixed_requests(one, hyde, multi, 10.0, 80);
     frugal::sim::simulated_generator gen;
     frugal::sim::simulated_retriever ret;
-    const auto offline = frugal::rag::schedule_rag(reqs, gen, ret);
+    const auto offline = frugal::sim::schedule_rag(reqs, gen, ret);
 
     frugal::sim::simulated_generator gen2;
     frugal::sim::simulated_retriever ret2;
-    frugal::rag::rag_scheduler sched(gen2, ret2);
+    frugal::sim::rag_event_loop sched(gen2, ret2);
     std::vector<frugal::rag::rag_outcome> online(reqs.size());
     std::size_t next = 0, taken = 0;
     double last_finish = 0.0;
@@ -432,8 +461,8 @@ TEST(RagScheduler, RequestsSubmittedAsTheyArriveRunAsIfKnownUpFront) {
     // No request may arrive in the scheduler's past, and its clock never runs backwards.
     const double clock = sched.now() + 100.0;
     sched.run_until(clock);
-    frugal::rag::rag_request late{clock - 1.0, &one, {}};
-    EXPECT_NE(error_of([&] { (void)sched.submit(late); }).find("before the scheduler's clock"), std::string::npos);
+    frugal::sim::rag_request late{clock - 1.0, &one, {}};
+    EXPECT_NE(error_of([&] { (void)sched.submit(late); }).find("before the clock"), std::string::npos);
     EXPECT_THROW(sched.run_until(clock - 1.0), frugal::invalid_argument);
     late.arrival = clock;
     EXPECT_EQ(sched.submit(late), reqs.size());
@@ -447,12 +476,12 @@ TEST(RagSchedule, RejectsBadInput) {
     frugal::sim::simulated_retriever ret;
     frugal::rag::rag_graph broken;
     broken.add_generation(0, "a", 4);
-    EXPECT_THROW((void)frugal::rag::schedule_rag({{0.0, &broken, {}}}, gen, ret), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::rag::schedule_rag({{0.0, nullptr, {}}}, gen, ret), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::sim::schedule_rag({{0.0, &broken, {}}}, gen, ret), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::sim::schedule_rag({{0.0, nullptr, {}}}, gen, ret), frugal::invalid_argument);
     const auto g = frugal::rag::one_shot_workflow();
-    EXPECT_THROW((void)frugal::rag::schedule_rag({{-1.0, &g, {}}}, gen, ret), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::rag::schedule_rag({{0.0, &g, {}}}, gen, ret, {.history = 0}), frugal::invalid_argument);
-    EXPECT_THROW((void)frugal::rag::schedule_rag({{0.0, &g, {}}}, gen, ret, {.speculate_retrieval_at = 1.0}),
+    EXPECT_THROW((void)frugal::sim::schedule_rag({{-1.0, &g, {}}}, gen, ret), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::sim::schedule_rag({{0.0, &g, {}}}, gen, ret, {.history = 0}), frugal::invalid_argument);
+    EXPECT_THROW((void)frugal::sim::schedule_rag({{0.0, &g, {}}}, gen, ret, {.speculate_retrieval_at = 1.0}),
                  frugal::invalid_argument);
 }
 
@@ -730,9 +759,9 @@ TEST(IvfRetriever, EveryPolicyRetrievesWhatTheIndexFindsForTheQuestion) {
             frugal::sim::simulated_generator gen;
             frugal::rag::ivf_retriever ret(ix, embed, {.nprobe = 5, .measure = measure});
             frugal::rag::ivf_retriever unordered(plain, embed, {.nprobe = 5, .measure = measure});
-            const auto run = frugal::rag::schedule_rag(reqs, gen, ret, {.policy = policy});
+            const auto run = frugal::sim::schedule_rag(reqs, gen, ret, {.policy = policy});
             frugal::sim::simulated_generator gen2;
-            const auto run2 = frugal::rag::schedule_rag(reqs, gen2, unordered, {.policy = policy});
+            const auto run2 = frugal::sim::schedule_rag(reqs, gen2, unordered, {.policy = policy});
             for (std::size_t i = 0; i < reqs.size(); ++i) {
                 const auto& q = questions.at(reqs[i].state.input);
                 const std::size_t k = reqs[i].graph == &one ? 4 : 3;
@@ -750,7 +779,7 @@ TEST(IvfRetriever, EveryPolicyRetrievesWhatTheIndexFindsForTheQuestion) {
     frugal::sim::simulated_generator gen, gen2;
     frugal::rag::ivf_retriever serial(ix, embed, {.nprobe = 5, .measure = false});
     frugal::rag::ivf_retriever parallel(ix, embed, {.nprobe = 5, .measure = false}, pool);
-    const auto a = frugal::rag::schedule_rag(reqs, gen, serial), b = frugal::rag::schedule_rag(reqs, gen2, parallel);
+    const auto a = frugal::sim::schedule_rag(reqs, gen, serial), b = frugal::sim::schedule_rag(reqs, gen2, parallel);
     for (std::size_t i = 0; i < reqs.size(); ++i) {
         EXPECT_EQ(a.requests[i].state.retrieved, b.requests[i].state.retrieved) << "request " << i;
         EXPECT_EQ(a.requests[i].finish, b.requests[i].finish) << "request " << i;  // estimated times: equal

@@ -15,7 +15,7 @@
 
 #include "frugal/core/error.hpp"
 #include "frugal/core/executor.hpp"
-#include "frugal/rag/wavefront.hpp"
+#include "frugal/rag/engine.hpp"
 #include "frugal/rag/workflow.hpp"
 #include "frugal/retrieve/vector_index.hpp"
 
@@ -63,7 +63,7 @@ struct ivf_retriever_options {
 /// auto index = frugal::retrieve::ivf_flat::train(passages, dim, 64, 10, 1);
 /// auto embed = [&](const frugal::rag::rag_state& s, const frugal::rag::rag_node&) { return model.embed(s.input); };
 /// frugal::rag::ivf_retriever retriever(index, embed, {.nprobe = 8}, frugal::default_thread_pool());
-/// auto run = frugal::rag::schedule_rag(requests, engine, retriever);
+/// auto run = frugal::sim::schedule_rag(requests, engine, retriever);
 /// @endcode
 template <retrieve::ivf_index Index, rag_embedder Embed, executor Executor = inline_executor>
 class ivf_retriever {

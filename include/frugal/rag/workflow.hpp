@@ -75,10 +75,12 @@ struct rag_node {
 };
 
 /// HedraRAG's RAGraph (Listing 1): nodes added by id, edges from START, between nodes and
-/// to END. A node has one outgoing edge: plain, or conditional, where a callable over the
-/// request's state picks the successor among the declared targets (Listing 1's Multistep
-/// loop). `validate()` rejects dangling edges, unknown nodes, dead ends and cycles that
-/// no conditional edge can leave.
+/// to END. A node has one outgoing edge: plain, or conditional, where a router (a callable
+/// over the request's state) picks the successor among the declared targets (Listing 1's
+/// Multistep loop). Every loop is bounded: some node on it has a visit bound
+/// (`bound_visits`), and a request that would run it once more fails, naming the node.
+/// `validate()` rejects dangling edges, unknown nodes, dead ends, cycles that no conditional
+/// edge can leave and cycles without a bounded node.
 /// @code
 /// frugal::rag::rag_graph g;  // Listing 1, HyDE
 /// g.add_generation(0, "hypothesis", 64);
@@ -103,6 +105,22 @@ public:
     void add_user(rag_node_id id, std::string name, std::function<void(rag_state&)> action) {
         FRUGAL_CHECK(static_cast<bool>(action), "rag_graph: user node ", id, " without an action");
         add(id, {rag_node_kind::user, std::move(name), 0, 0, 0, std::move(action)});
+    }
+
+    /// Bounds how many times node `id` may run for one request (a loop's bound).
+    void bound_visits(rag_node_id id, std::size_t max_visits) {
+        FRUGAL_CHECK(nodes_.contains(id), "rag_graph: bound on unknown node ", id);
+        FRUGAL_CHECK(max_visits > 0, "rag_graph: node ", name_of(id), " bounded to 0 visits");
+        bounds_[id] = max_visits;
+    }
+    /// Throws `frugal::runtime_error` when a request whose state is `s` has run node `id` as
+    /// many times as its bound allows (the scheduler fails that request).
+    void check_visit(rag_node_id id, const rag_state& s) const {
+        auto it = bounds_.find(id);
+        if (it == bounds_.end()) return;
+        FRUGAL_CHECK_AS(frugal::runtime_error, s.visited(id) < it->second, "rag_graph: request ", s.request,
+                        " would run node ", name_of(id), " a ", s.visited(id) + 1, "th time, beyond its bound of ",
+                        it->second);
     }
 
     /// Adds the plain edge `from` -> `to`.
@@ -161,6 +179,10 @@ public:
                          " has no conditional edge leading out of it (it never reaches END)");
             FRUGAL_FAIL(frugal::invalid_argument, "rag_graph: END is unreachable from node ", name_of(id));
         }
+        // Every cycle passes a bounded node: without them the graph is acyclic.
+        for (const auto& [id, n] : nodes_)
+            FRUGAL_CHECK(bounds_.contains(id) || !reach(id, true).contains(id), "rag_graph: the loop through node ",
+                         name_of(id), " has no visit bound (bound_visits on one of its nodes)");
     }
 
 private:
@@ -194,8 +216,9 @@ private:
         if (auto it = nodes_.find(id); it != nodes_.end() && !it->second.name.empty()) s << " (" << it->second.name << ")";
         return s.str();
     }
-    // Nodes reachable from `from` over one or more edges (all declared targets).
-    [[nodiscard]] std::set<rag_node_id> reach(rag_node_id from) const {
+    // Nodes reachable from `from` over one or more edges (all declared targets); with
+    // `unbounded_only`, never through a bounded node.
+    [[nodiscard]] std::set<rag_node_id> reach(rag_node_id from, bool unbounded_only = false) const {
         std::set<rag_node_id> seen;
         std::vector<rag_node_id> stack{from};
         while (!stack.empty()) {
@@ -204,13 +227,14 @@ private:
             auto it = out_.find(at);
             if (it == out_.end()) continue;
             for (rag_node_id to : it->second.targets)
-                if (seen.insert(to).second) stack.push_back(to);
+                if ((!unbounded_only || !bounds_.contains(to)) && seen.insert(to).second) stack.push_back(to);
         }
         return seen;
     }
 
     std::map<rag_node_id, rag_node> nodes_;
     std::map<rag_node_id, edge> out_;
+    std::map<rag_node_id, std::size_t> bounds_;
 };
 
 /// Decode-step counts of the workflows below (typical Llama-3-8B RAG lengths).
@@ -251,13 +275,14 @@ struct rag_workflow_lengths {
 }
 
 /// Listing 1's Multistep workflow: decompose into sub-questions, then retrieve and answer
-/// once per sub-question; the conditional edge loops back to retrieval while the state's
-/// "subquestions" value exceeds the answers given so far.
+/// once per sub-question; the router loops back to retrieval while the state's
+/// "subquestions" value exceeds the answers given so far, at most `max_rounds` times.
 /// @code
 /// auto g = frugal::rag::multistep_workflow(2);
 /// frugal::rag::rag_state s; s.values["subquestions"] = 3;  // three rounds
 /// @endcode
-[[nodiscard]] inline rag_graph multistep_workflow(std::size_t top_k = 2, rag_workflow_lengths len = {}) {
+[[nodiscard]] inline rag_graph multistep_workflow(std::size_t top_k = 2, rag_workflow_lengths len = {},
+                                                  std::size_t max_rounds = 16) {
     rag_graph g;
     g.add_generation(0, "decompose", len.hypothesis, len.prompt);
     g.add_retrieval(1, "retrieve", top_k);
@@ -271,6 +296,25 @@ struct rag_workflow_lengths {
             return static_cast<std::int64_t>(s.visited(2)) < s.get("subquestions") ? rag_node_id{1} : rag_end;
         },
         {1, rag_end});
+    g.bound_visits(1, max_rounds);
+    return g;
+}
+
+/// IRG (iterative retrieval-generation, HedraRAG 6.1): retrieve with the question, generate,
+/// then retrieve again with what was generated and generate again, `rounds` times in all.
+/// @code
+/// auto g = frugal::rag::irg_workflow(5, 3);
+/// @endcode
+[[nodiscard]] inline rag_graph irg_workflow(std::size_t top_k = 5, std::size_t rounds = 3, rag_workflow_lengths len = {}) {
+    FRUGAL_CHECK(rounds > 0, "irg_workflow: 0 rounds");
+    rag_graph g;
+    g.add_retrieval(0, "retrieve", top_k);
+    g.add_generation(1, "generate", len.answer, len.prompt);
+    g.add_edge(rag_start, 0);
+    g.add_edge(0, 1);
+    g.add_edge(
+        1, [rounds](const rag_state& s) { return s.visited(1) < rounds ? rag_node_id{0} : rag_end; }, {0, rag_end});
+    g.bound_visits(0, rounds);
     return g;
 }
 

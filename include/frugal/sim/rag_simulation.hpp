@@ -16,7 +16,8 @@
 
 #include "frugal/core/error.hpp"
 #include "frugal/core/hash.hpp"
-#include "frugal/rag/wavefront.hpp"
+#include "frugal/rag/engine.hpp"
+#include "frugal/sim/rag_event_loop.hpp"
 
 namespace frugal::sim {
 
@@ -65,7 +66,8 @@ public:
                c_.per_context_token_ms * static_cast<double>(total_context);
     }
     [[nodiscard]] std::size_t length(const rag::rag_state& s, const rag::rag_node& n) const {
-        const std::uint64_t h = hash_combine(hash_combine(s.request, text_of(s.request)), n.tokens);
+        const std::uint64_t text = std::bit_cast<std::uint64_t>(s.get("text"));  // the text kept so far
+        const std::uint64_t h = hash_combine(hash_combine(s.request, text), n.tokens);
         const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
         const double f = 1.0 - c_.length_jitter + 2.0 * c_.length_jitter * u;
         return std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(static_cast<double>(n.tokens) * f)));
@@ -239,7 +241,7 @@ struct rag_mix_entry {
 /// auto g = frugal::rag::multistep_workflow();
 /// auto reqs = frugal::sim::poisson_requests({{&g, 1.0, 2, 4}}, 5.0, 200, 42);
 /// @endcode
-[[nodiscard]] inline std::vector<rag::rag_request> poisson_requests(std::span<const rag_mix_entry> mix, double rate_per_s,
+[[nodiscard]] inline std::vector<rag_request> poisson_requests(std::span<const rag_mix_entry> mix, double rate_per_s,
                                                                std::size_t count, std::uint64_t seed) {
     FRUGAL_CHECK(!mix.empty(), "poisson_requests: empty workflow mix");
     FRUGAL_CHECK(std::isfinite(rate_per_s) && rate_per_s > 0.0, "poisson_requests: rate ", rate_per_s, " (must be > 0)");
@@ -252,12 +254,12 @@ struct rag_mix_entry {
     std::mt19937_64 rng(seed);
     std::exponential_distribution<double> gap(rate_per_s / 1000.0);  // per ms
     std::discrete_distribution<std::size_t> pick(weights.begin(), weights.end());
-    std::vector<rag::rag_request> out;
+    std::vector<rag_request> out;
     double t = 0.0;
     for (std::size_t i = 0; i < count; ++i) {
         t += gap(rng);
         const rag_mix_entry& m = mix[pick(rng)];
-        rag::rag_request r{t, m.graph, {}};
+        rag_request r{t, m.graph, {}};
         if (m.max_subquestions > 0)
             r.state.values["subquestions"] =
                 std::uniform_int_distribution<std::int64_t>(m.min_subquestions, m.max_subquestions)(rng);
