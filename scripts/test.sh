@@ -4,7 +4,8 @@
 #     package consumers (find_package and add_subdirectory), examples, the bench harness,
 #     and the CUDA adapter compiled (not run without a GPU) when nvcc is present;
 #  2. the `asan` preset: the unit tests and examples under AddressSanitizer + UBSan;
-#  3. the `tsan` preset: the tests labelled `threads` under ThreadSanitizer;
+#  3. the `tsan` preset: the tests labelled `threads` under ThreadSanitizer, then the Python
+#     module's thread and misuse tests against a TSan-built module (python/tests/run_tsan.sh);
 #  4. the Python package from a clean copy of the sources, as a user installs it: a fresh
 #     venv (--system-site-packages), pip install --no-build-isolation ./python offline, the
 #     examples and the pytest suite in it (the dev preset's ctest already ran the suite
@@ -29,6 +30,10 @@ for preset in dev asan tsan; do
     ctest --preset "$preset" -j "$jobs"
   fi
 done
+echo "=== python under ThreadSanitizer ==="
+# Every bound class from two threads at once and the misuse cases, against the module built
+# with -fsanitize=thread (Debian's python3 with libtsan preloaded).
+FRUGAL_JOBS="$jobs" bash python/tests/run_tsan.sh
 echo "=== python (fresh venv) ==="
 # Debian's interpreter, whose numpy and pybind11 setup.sh installed (a pyenv or conda python3
 # earlier on PATH has neither); FRUGAL_PYTHON overrides.

@@ -4,6 +4,7 @@
 // released.
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <mutex>
@@ -244,6 +245,13 @@ void merge_rows(py::handle out, py::handle lse, py::handle other, py::handle oth
     FRUGAL_CHECK(la.shape(0) == heads && la.shape(1) == tokens && lb.shape(0) == heads && lb.shape(1) == tokens,
                  "merge_state_in_place: lse is ", la.shape(0), " x ", la.shape(1), " and other_lse ", lb.shape(0), " x ",
                  lb.shape(1), ", expected heads x tokens = ", heads, " x ", tokens);
+    // Before anything is written: a NaN or +inf LSE would turn its row into NaN.
+    using named = std::pair<const float*, const char*>;
+    for (const auto& [l, what] : {named{la.data(), "lse"}, named{lb.data(), "other_lse"}})
+        for (std::size_t i = 0; i < heads * tokens; ++i)
+            FRUGAL_CHECK(!std::isnan(l[i]) && l[i] != std::numeric_limits<float>::infinity(), "merge_state_in_place: ",
+                         what, "[", i / tokens, ", ", i % tokens, "] = ", l[i], " (head ", i / tokens, ", token ",
+                         i % tokens, ") must be finite or -inf (a row that saw no keys)");
     py::gil_scoped_release release;
     std::vector<float> a(d), b(d);
     for (std::size_t t = 0; t < tokens; ++t)

@@ -8,9 +8,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
@@ -159,14 +163,24 @@ public:
         deliver();
         return n;
     }
+    // Snapshots: the walk only copies (a reference count is no allocation), the Python objects
+    // are made after it. Making them during the walk could run the cyclic collector, whose
+    // finalizers may write this cache and invalidate the walk.
     py::list keys() const {
-        py::list out;
-        core_.for_each([&](const py_key& k, const py_value&) { out.append(from_key(k)); });
+        std::vector<py_key> keys;
+        keys.reserve(core_.size());
+        core_.for_each([&](const py_key& k, const py_value&) { keys.push_back(k); });
+        py::list out(keys.size());
+        for (std::size_t i = 0; i < keys.size(); ++i) out[i] = from_key(keys[i]);
         return out;
     }
     py::list items() const {
-        py::list out;
-        core_.for_each([&](const py_key& k, const py_value& v) { out.append(py::make_tuple(from_key(k), v.object)); });
+        std::vector<std::pair<py_key, py::object>> entries;
+        entries.reserve(core_.size());
+        core_.for_each([&](const py_key& k, const py_value& v) { entries.emplace_back(k, v.object); });
+        py::list out(entries.size());
+        for (std::size_t i = 0; i < entries.size(); ++i)
+            out[i] = py::make_tuple(from_key(entries[i].first), entries[i].second);
         return out;
     }
     void set_on_evict(py::object cb) { on_evict_.set(std::move(cb)); }
@@ -399,6 +413,7 @@ struct evicted_chunk {
 template <class Policy>
 struct py_prefix_tree {
     using tree_type = cache::prefix_tree<chunk_id, handle_type, Policy>;
+    using match = typename tree_type::prefix_match;
     explicit py_prefix_tree(std::size_t budget) : tree(memory_budget(budget)) {
         tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes, eviction_reason why) {
             if (why != eviction_reason::destroyed) on_evict.push({id, h, bytes, why});  // no callback from a deallocation
@@ -410,32 +425,95 @@ struct py_prefix_tree {
     }
     int traverse(visitproc visit, void* arg) const { return on_evict.traverse(visit, arg); }
     void clear_references() { set_on_evict(py::none()); }
+
+    /// Runs `fn` with the tree busy (with_busy), after releasing the locks freed meanwhile.
+    template <class Fn>
+    decltype(auto) use(const char* who, Fn&& fn) {
+        const busy_flag::guard g(busy, who);
+        release_freed();
+        return std::forward<Fn>(fn)();
+    }
+    /// `use` with the GIL released (without_gil).
+    template <class Fn>
+    decltype(auto) use_without_gil(const char* who, Fn&& fn) {
+        const busy_flag::guard g(busy, who);
+        const py::gil_scoped_release release;
+        release_freed();
+        return std::forward<Fn>(fn)();
+    }
+    /// Releases a lock whose Python object is freed: now, or by the tree's next call when
+    /// another thread is inside the tree (a deallocation can neither raise nor wait for it).
+    void release_when_free(match lock) noexcept {
+        const busy_flag::guard g(busy, std::nothrow);
+        if (g.owns()) {
+            lock.release();
+            return;
+        }
+        const std::lock_guard hold(freed_mutex);
+        freed.push_back(std::move(lock));
+    }
+
     deferred_callback<evicted_chunk> on_evict;  // before tree: it outlives the tree's callback calls
     tree_type tree;
     busy_flag busy;
+    std::mutex freed_mutex;
+    std::vector<match> freed;  // after tree: released before it is destroyed
+
+private:
+    void release_freed() {
+        std::vector<match> locks;
+        {
+            const std::lock_guard hold(freed_mutex);
+            locks.swap(freed);
+        }
+        for (match& m : locks) m.release();
+    }
+};
+
+/// A lock of a py_prefix_tree as Python holds it: every use of it reads or writes the tree, so
+/// each takes the tree's busy flag, and its deallocation hands it to release_when_free. The
+/// Python match keeps its tree alive (keep_alive).
+template <class Policy>
+struct py_prefix_match {
+    using match = typename py_prefix_tree<Policy>::match;
+    explicit py_prefix_match(py_prefix_tree<Policy>& t) : tree(&t) {}
+    py_prefix_match(const py_prefix_match&) = delete;
+    py_prefix_match& operator=(const py_prefix_match&) = delete;
+    ~py_prefix_match() {
+        if (lock.length() > 0) tree->release_when_free(std::move(lock));  // else: nothing pinned
+    }
+    match lock;
+    py_prefix_tree<Policy>* tree;
 };
 
 template <class Policy>
 void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
     using T = py_prefix_tree<Policy>;
-    using match = typename T::tree_type::prefix_match;
+    using M = py_prefix_match<Policy>;
     const std::string match_name = std::string(name) + "Match";
-    py::class_<match>(m, match_name.c_str(),
-                      "A request's lock on its longest cached prefix (from match(), extended by insert(lock=...)); a "
-                      "context manager that releases it on exit.")
-        .def("__len__", &match::length)
+    py::class_<M>(m, match_name.c_str(),
+                  "A request's lock on its longest cached prefix (from match(), extended by insert(lock=...)); a "
+                  "context manager that releases it on exit. It shares its tree's busy flag.")
+        .def("__len__", [](M& mt) { return mt.tree->use("PrefixTreeMatch.__len__", [&] { return mt.lock.length(); }); })
         .def_property_readonly("handles",
-                               [](const match& mt) {
-                                   std::vector<handle_type> h(mt.length());
-                                   for (std::size_t i = 0; i < h.size(); ++i) h[i] = mt.handle(i);
+                               [](M& mt) {
+                                   auto h = mt.tree->use("PrefixTreeMatch.handles", [&] {
+                                       std::vector<handle_type> out(mt.lock.length());
+                                       for (std::size_t i = 0; i < out.size(); ++i) out[i] = mt.lock.handle(i);
+                                       return out;
+                                   });
                                    return adopt(std::move(h));
                                },
                                "Handles of the locked chunks (int64 array).")
-        .def("handle", &match::handle, py::arg("i"))
-        .def_property_readonly("namespace", &match::namespace_key, "The namespace key the lock was taken in.")
-        .def("release", &match::release, "Drops the pins; the chunks become evictable again.")
-        .def("__enter__", [](match& mt) -> match& { return mt; }, py::return_value_policy::reference_internal)
-        .def("__exit__", [](match& mt, py::args) { mt.release(); });
+        .def("handle",
+             [](M& mt, std::size_t i) { return mt.tree->use("PrefixTreeMatch.handle", [&] { return mt.lock.handle(i); }); },
+             py::arg("i"))
+        .def_property_readonly("namespace", [](const M& mt) { return mt.lock.namespace_key(); },
+                               "The namespace key the lock was taken in.")
+        .def("release", [](M& mt) { mt.tree->use("PrefixTreeMatch.release", [&] { mt.lock.release(); }); },
+             "Drops the pins; the chunks become evictable again.")
+        .def("__enter__", [](M& mt) -> M& { return mt; }, py::return_value_policy::reference_internal)
+        .def("__exit__", [](M& mt, py::args) { mt.tree->use("PrefixTreeMatch.__exit__", [&] { mt.lock.release(); }); });
 
     py::class_<T>(m, name, doc, collected_by_gc<T>())
         .def(py::init([](std::size_t budget_bytes, py::object on_evict) {
@@ -447,7 +525,9 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
         .def("match",
              [](T& t, py::handle chunks, std::uint64_t ns) {
                  const array_view<chunk_id> c(chunks, "chunks");
-                 return without_gil(t.busy, "PrefixTree.match", [&] { return t.tree.match(c.span(), ns); });
+                 auto lock = std::make_unique<M>(t);  // first: a lock is never dropped unguarded
+                 lock->lock = t.use_without_gil("PrefixTree.match", [&] { return t.tree.match(c.span(), ns); });
+                 return lock;
              },
              py::arg("chunks"), py::kw_only(), py::arg("namespace") = 0, py::keep_alive<0, 1>(),
              "The longest cached prefix of `chunks` in `namespace` (the model or adapter), locked until released "
@@ -455,13 +535,13 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
         .def("cached_length",
              [](T& t, py::handle chunks, std::uint64_t ns) {
                  const array_view<chunk_id> c(chunks, "chunks");
-                 return without_gil(t.busy, "PrefixTree.cached_length", [&] { return t.tree.cached_length(c.span(), ns); });
+                 return t.use_without_gil("PrefixTree.cached_length", [&] { return t.tree.cached_length(c.span(), ns); });
              },
              py::arg("chunks"), py::kw_only(), py::arg("namespace") = 0,
              "Length of the longest cached prefix, without locking or counting an access.")
         .def("insert",
              [](T& t, py::handle chunks, py::handle handles, py::handle bytes, py::object costs, std::optional<std::uint64_t> ns,
-                match* lock) {
+                M* lock) {
                  const array_view<chunk_id> c(chunks, "chunks");
                  const array_view<handle_type> h(handles, "handles");
                  const array_view<std::uint64_t> b(bytes, "bytes");
@@ -471,14 +551,18 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
                               "PrefixTree.insert: ", c.size(), " chunks, ", h.size(), " handles, ", b.size(),
                               " byte sizes", k ? " and " + std::to_string(k->size()) + " costs" : std::string(),
                               " (must be equal)");
-                 FRUGAL_CHECK(lock == nullptr || !ns || *ns == lock->namespace_key(), "PrefixTree.insert: namespace ",
-                              ns.value_or(0), " differs from the lock's ", lock ? lock->namespace_key() : 0);
+                 // Another tree's lock is written under another flag: refused before it is read.
+                 FRUGAL_CHECK(lock == nullptr || lock->tree == &t, "PrefixTree.insert: the lock belongs to another tree");
+                 FRUGAL_CHECK(lock == nullptr || !ns || *ns == lock->lock.namespace_key(),
+                              "PrefixTree.insert: namespace ", ns.value_or(0), " differs from the lock's ",
+                              lock ? lock->lock.namespace_key() : 0);
                  std::vector<cache::chunk_value<handle_type>> values(c.size());
                  for (std::size_t i = 0; i < values.size(); ++i)
                      values[i] = {h.data()[i], static_cast<std::size_t>(b.data()[i]), k ? k->data()[i] : 1.0};
                  const std::span<const cache::chunk_value<handle_type>> v(values);
-                 const auto r = without_gil(t.busy, "PrefixTree.insert", [&] {
-                     return lock != nullptr ? t.tree.insert(*lock, c.span(), v) : t.tree.insert(c.span(), v, ns.value_or(0));
+                 const auto r = t.use_without_gil("PrefixTree.insert", [&] {
+                     return lock != nullptr ? t.tree.insert(lock->lock, c.span(), v)
+                                            : t.tree.insert(c.span(), v, ns.value_or(0));
                  });
                  t.deliver();
                  return py::make_tuple(r.existing, r.cached);
@@ -492,7 +576,7 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
              "stays protected until it is released; without one the path is evictable at once.")
         .def("evict",
              [](T& t, std::size_t bytes) {
-                 const auto r = without_gil(t.busy, "PrefixTree.evict", [&] { return t.tree.evict(bytes); });
+                 const auto r = t.use_without_gil("PrefixTree.evict", [&] { return t.tree.evict(bytes); });
                  t.deliver();
                  return py::make_tuple(r.bytes, r.chunks);
              },
@@ -501,34 +585,36 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
              "chunks evicted).")
         .def("evict_one",
              [](T& t) {
-                 const bool r = without_gil(t.busy, "PrefixTree.evict_one", [&] { return t.tree.evict_one(); });
+                 const bool r = t.use_without_gil("PrefixTree.evict_one", [&] { return t.tree.evict_one(); });
                  t.deliver();
                  return r;
              },
              "Evicts the policy's first unlocked leaf; False when every leaf is locked (or none).")
         .def("clear",
              [](T& t) {
-                 without_gil(t.busy, "PrefixTree.clear", [&] { t.tree.clear(); });
+                 t.use_without_gil("PrefixTree.clear", [&] { t.tree.clear(); });
                  t.deliver();
              },
              "Removes every unlocked chunk (reason EvictionReason.cleared); locked paths stay.")
-        .def_property("budget", [](const T& t) { return t.tree.budget(); },
+        .def_property("budget", [](T& t) { return t.use("PrefixTree.budget", [&] { return t.tree.budget(); }); },
                       [](T& t, std::size_t bytes) {
-                          without_gil(t.busy, "PrefixTree.budget", [&] { t.tree.set_budget(memory_budget(bytes)); });
+                          t.use_without_gil("PrefixTree.budget", [&] { t.tree.set_budget(memory_budget(bytes)); });
                           t.deliver();
                       },
                       "The byte budget; setting it evicts down to it.")
-        .def_property_readonly("bytes", [](const T& t) { return t.tree.bytes(); })
-        .def_property_readonly("locked_bytes", [](const T& t) { return t.tree.locked_bytes(); },
+        .def_property_readonly("bytes", [](T& t) { return t.use("PrefixTree.bytes", [&] { return t.tree.bytes(); }); })
+        .def_property_readonly("locked_bytes",
+                               [](T& t) { return t.use("PrefixTree.locked_bytes", [&] { return t.tree.locked_bytes(); }); },
                                "Bytes of the locked chunks (what no eviction can free).")
-        .def_property_readonly("evictions", [](const T& t) { return t.tree.evictions(); })
-        .def("__len__", [](const T& t) { return t.tree.size(); })
+        .def_property_readonly("evictions",
+                               [](T& t) { return t.use("PrefixTree.evictions", [&] { return t.tree.evictions(); }); })
+        .def("__len__", [](T& t) { return t.use("PrefixTree.__len__", [&] { return t.tree.size(); }); })
         .def("save",
-             [](T& t, const std::filesystem::path& p) { without_gil(t.busy, "PrefixTree.save", [&] { t.tree.save(p); }); },
+             [](T& t, const std::filesystem::path& p) { t.use_without_gil("PrefixTree.save", [&] { t.tree.save(p); }); },
              py::arg("path"), "Writes the index crash-safely (temporary file, fsync, rename).")
         .def("load",
              [](T& t, const std::filesystem::path& p) {
-                 without_gil(t.busy, "PrefixTree.load", [&] { t.tree.load(p); });
+                 t.use_without_gil("PrefixTree.load", [&] { t.tree.load(p); });
                  t.deliver();
              },
              py::arg("path"),
@@ -656,14 +742,24 @@ bytes (budget_bytes=: embeddings, queries, answers, chunk ids); LRU eviction.
                  return s.bank.find(id) != nullptr;
              },
              py::arg("id"))
-        .def("__len__", [](const py_semantic& s) { return s.bank.size(); })
-        .def_property("tau", [](const py_semantic& s) { return s.bank.tau(); },
-                      [](py_semantic& s, double tau) { s.bank.set_tau(tau); }, "The similarity threshold in [-1, 1].")
-        .def_property_readonly("dim", [](const py_semantic& s) { return s.bank.dim(); })
-        .def_property_readonly("weight", [](const py_semantic& s) { return s.bank.weight(); })
-        .def_property_readonly("capacity", [](const py_semantic& s) { return s.bank.capacity(); })
-        .def_property_readonly("misses", [](const py_semantic& s) { return s.bank.misses(); })
-        .def_property_readonly("stats", [](const py_semantic& s) { return s.bank.stats(); });
+        .def("__len__", [](py_semantic& s) { return with_busy(s.busy, "SemanticCache.__len__", [&] { return s.bank.size(); }); })
+        .def_property(
+            "tau", [](py_semantic& s) { return with_busy(s.busy, "SemanticCache.tau", [&] { return s.bank.tau(); }); },
+            [](py_semantic& s, double tau) { with_busy(s.busy, "SemanticCache.tau", [&] { s.bank.set_tau(tau); }); },
+            "The similarity threshold in [-1, 1].")
+        .def_property_readonly("dim", [](const py_semantic& s) { return s.bank.dim(); })  // fixed at construction
+        .def_property_readonly("weight", [](py_semantic& s) {
+            return with_busy(s.busy, "SemanticCache.weight", [&] { return s.bank.weight(); });
+        })
+        .def_property_readonly("capacity", [](py_semantic& s) {
+            return with_busy(s.busy, "SemanticCache.capacity", [&] { return s.bank.capacity(); });
+        })
+        .def_property_readonly("misses", [](py_semantic& s) {
+            return with_busy(s.busy, "SemanticCache.misses", [&] { return s.bank.misses(); });
+        })
+        .def_property_readonly("stats", [](py_semantic& s) {
+            return with_busy(s.busy, "SemanticCache.stats", [&] { return s.bank.stats(); });
+        });
 }
 
 }  // namespace

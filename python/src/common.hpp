@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -30,10 +31,10 @@ template <class T>
 
 /// A read-only (or, with Mutable, writable) view of a numpy array of T. An ndarray is used
 /// in place and must have exactly dtype T, `ndim` dimensions and C-contiguous rows (the last
-/// axis contiguous; with `any_strides` the outer axes may have any stride); anything else
-/// raises TypeError / ValueError naming `name`. A list or tuple is converted once (a new
-/// array) when its values are of T's kind (integers for an integer T, numbers for a float T)
-/// and fit T. The view keeps the array alive.
+/// axis contiguous; with `any_strides` the outer axes may have any non-negative stride);
+/// anything else raises TypeError / ValueError naming `name`. A list or tuple is converted
+/// once (a new array) when its values are of T's kind (integers for an integer T, numbers for
+/// a float T) and fit T. The view keeps the array alive.
 template <class T, bool Mutable = false>
 class array_view {
 public:
@@ -62,6 +63,11 @@ public:
                                       (any_strides ? " along its last axis" : "") + " (use numpy.ascontiguousarray)");
             if (any_strides && !last && array_.strides(d) % item != 0)
                 throw py::value_error(std::string(name) + " has strides that are not a multiple of its item size");
+            // Strides are unsigned in frugal's views: a reversed axis (a[::-1], numpy.flip) is refused.
+            if (any_strides && !last && array_.shape(d) > 1 && array_.strides(d) < 0)
+                throw py::value_error(std::string(name) + " has a negative stride on axis " + std::to_string(d) +
+                                      (Mutable ? std::string(" (write into an array without reversed axes)")
+                                               : " (pass numpy.ascontiguousarray(" + std::string(name) + "))"));
             expect *= array_.shape(d);
         }
     }
@@ -84,6 +90,15 @@ private:
         const py::module_ np = py::module_::import("numpy");
         py::array a = np.attr("asarray")(obj);
         const char kind = a.dtype().kind();
+        if constexpr (std::is_integral_v<T>) {
+            // numpy holds ints beyond 64 bits as objects: name their range, not the object dtype.
+            if (kind == 'O' && a.size() > 0) {
+                bool ints = true;
+                for (py::handle x : a.attr("flat")) ints = ints && PyLong_Check(x.ptr());
+                if (ints)
+                    throw py::value_error(std::string(name) + " holds values outside the range of " + dtype_name<T>());
+            }
+        }
         const bool fits_kind = std::is_floating_point_v<T> ? (kind == 'f' || kind == 'i' || kind == 'u')
                                                            : (kind == 'i' || kind == 'u');
         if (!fits_kind && a.size() > 0)
@@ -124,29 +139,46 @@ template <class T>
 }
 
 /// Marks an object as in use by a call that runs with the GIL released: a second thread
-/// entering the same object meanwhile gets frugal.RuntimeFailureError instead of a data race
-/// inside the C++ object. Cheap (one atomic exchange each way).
+/// entering the same object meanwhile gets frugal.RuntimeFailureError ("used from two threads
+/// at once") instead of a data race inside the C++ object. Every method of such an object
+/// holds it, the ones that keep the GIL too: the GIL does not order them against a call that
+/// released it. Cheap (one atomic exchange each way).
 class busy_flag {
 public:
     class guard {
     public:
-        explicit guard(busy_flag& f, const char* who) : flag_(f) {
-            if (flag_.busy_.exchange(true, std::memory_order_acquire))
+        guard(busy_flag& f, const char* who) : guard(f, std::nothrow) {
+            if (!owns_)
                 FRUGAL_FAIL(frugal::runtime_error, who,
-                            ": the object is in use by another thread (frugal objects are not thread-safe; "
-                            "give each thread its own or hold a lock)");
+                            ": used from two threads at once, or re-entered from a callback it runs (frugal objects "
+                            "are not thread-safe: give each thread its own or hold a lock around every call)");
         }
-        ~guard() { flag_.busy_.store(false, std::memory_order_release); }
+        /// Takes the flag if it is free; owns() says whether it did.
+        guard(busy_flag& f, std::nothrow_t) noexcept
+            : flag_(f), owns_(!f.busy_.exchange(true, std::memory_order_acquire)) {}
+        ~guard() {
+            if (owns_) flag_.busy_.store(false, std::memory_order_release);
+        }
         guard(const guard&) = delete;
         guard& operator=(const guard&) = delete;
+        [[nodiscard]] bool owns() const noexcept { return owns_; }
 
     private:
         busy_flag& flag_;
+        bool owns_;
     };
 
 private:
     std::atomic<bool> busy_{false};
 };
+
+/// Runs `fn` with the object marked busy and the GIL held: the short reads and writes of an
+/// object whose other calls release the GIL.
+template <class Fn>
+decltype(auto) with_busy(busy_flag& flag, const char* who, Fn&& fn) {
+    busy_flag::guard g(flag, who);
+    return std::forward<Fn>(fn)();
+}
 
 /// Runs `fn` with the object marked busy and the GIL released.
 template <class Fn>

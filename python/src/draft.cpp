@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -38,17 +40,36 @@ struct py_history {
 };
 
 // A thread running live_history::publish_loop, owned by the Python object that started it:
-// stop() (or the with block's exit, or the object's deallocation) stops and joins it.
+// stop() (or the with block's exit, or the object's deallocation) stops and joins it. Safe to
+// share: stop() is idempotent, and a second thread stopping meanwhile waits for the first's
+// join instead of joining again.
 struct py_publisher {
     explicit py_publisher(draft::live_history<token>& h) : thread([&h](std::stop_token stop) { h.publish_loop(stop); }) {}
     void stop() {
-        py::gil_scoped_release release;
+        py::gil_scoped_release release;  // before the lock: its holder may be waiting for the GIL
+        const std::lock_guard lock(mutex);
         if (!thread.joinable()) return;
         thread.request_stop();
         thread.join();
     }
+    bool running() {
+        py::gil_scoped_release release;
+        const std::lock_guard lock(mutex);
+        return thread.joinable();
+    }
+    std::mutex mutex;  // orders stop() and running() on `thread`
     std::jthread thread;
 };
+
+// A single token from Python: an int within int32, named by its value when it is not.
+token token_of(py::handle t) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(t.ptr(), &overflow);
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (overflow != 0 || v < std::numeric_limits<token>::min() || v > std::numeric_limits<token>::max())
+        throw py::value_error("token " + py::str(t).cast<std::string>() + " is outside int32");
+    return static_cast<token>(v);
+}
 
 struct py_drafter {
     py_drafter(const draft::drafter_config& config, py_history* h) : d(config, h ? h->history.get() : nullptr) {}
@@ -156,7 +177,7 @@ exact occurrence counts and first/last end positions per state.
         .def("append",
              [](py_automaton& self, py::handle tokens) {
                  if (py::isinstance<py::int_>(tokens)) {
-                     const token t = tokens.cast<token>();
+                     const token t = token_of(tokens);
                      return without_gil(self.busy, "SuffixAutomaton.append", [&] { self.a.append(t); });
                  }
                  const tokens_view t(tokens, "tokens");
@@ -247,7 +268,7 @@ exact occurrence counts and first/last end positions per state.
 void bind_publisher(py::module_& m) {
     py::class_<py_publisher>(m, "HistoryPublisher", "The writer thread of a History (from History.start_publisher()).")
         .def("stop", &py_publisher::stop, "Stops the thread after it publishes what is queued, and joins it.")
-        .def_property_readonly("running", [](const py_publisher& p) { return p.thread.joinable(); })
+        .def_property_readonly("running", &py_publisher::running)
         .def("__enter__", [](py_publisher& p) -> py_publisher& { return p; }, py::return_value_policy::reference_internal)
         .def("__exit__", [](py_publisher& p, py::args) { p.stop(); });
 }
@@ -386,7 +407,7 @@ every accepted token (bonus included) with accept(); chain() and tree() draft.
         .def("accept",
              [](py_drafter& d, py::handle tokens) {
                  if (py::isinstance<py::int_>(tokens)) {
-                     const token t = tokens.cast<token>();
+                     const token t = token_of(tokens);
                      return d.run("Drafter.accept", [&] { d.d.accept(t); });
                  }
                  const tokens_view t(tokens, "tokens");
@@ -464,7 +485,7 @@ the GIL), stop it and hand its output to the History.
         .def("append",
              [](py_speculator& sp, draft::request_id id, py::handle tokens) {
                  if (py::isinstance<py::int_>(tokens)) {
-                     const token t = tokens.cast<token>();
+                     const token t = token_of(tokens);
                      return without_gil(sp.busy, "Speculator.append", [&] { sp.s.append(id, std::span<const token>(&t, 1)); });
                  }
                  const tokens_view t(tokens, "tokens");
@@ -498,8 +519,12 @@ the GIL), stop it and hand its output to the History.
                  return copy_out(std::span<const token>(out));
              },
              py::arg("id"), "Ends request `id` and returns its output (every token appended since start).")
-        .def("__contains__", [](const py_speculator& sp, draft::request_id id) { return sp.s.contains(id); })
-        .def("__len__", [](const py_speculator& sp) { return sp.s.size(); });
+        .def("__contains__",
+             [](py_speculator& sp, draft::request_id id) {
+                 return with_busy(sp.busy, "Speculator.__contains__", [&] { return sp.s.contains(id); });
+             })
+        .def("__len__",
+             [](py_speculator& sp) { return with_busy(sp.busy, "Speculator.__len__", [&] { return sp.s.size(); }); });
 }
 
 void bind_verify(py::module_& m) {

@@ -55,7 +55,18 @@ class python_model {
 public:
     explicit python_model(py::object model)
         : model_(std::move(model)), has_begin_(py::hasattr(model_, "begin_layer")), has_end_(py::hasattr(model_, "end_layer")) {}
-    [[nodiscard]] std::size_t layers() const { return model_.attr("layers").cast<std::size_t>(); }
+    [[nodiscard]] std::size_t layers() const {
+        const py::object layers = model_.attr("layers");
+        if (!PyLong_Check(layers.ptr()))
+            throw py::type_error("model.layers must be an int, got " +
+                                 py::str(py::type::handle_of(layers).attr("__name__")).cast<std::string>());
+        const std::size_t n = PyLong_AsSize_t(layers.ptr());
+        if (n == static_cast<std::size_t>(-1) && PyErr_Occurred()) {
+            PyErr_Clear();
+            throw py::value_error("model.layers = " + py::str(layers).cast<std::string>() + " is not a layer count");
+        }
+        return n;
+    }
     void embed(std::span<const std::size_t> ids) { model_.attr("embed")(adopt(to_int64(ids))); }
     void forward(std::size_t layer, std::span<const std::size_t> ids) { model_.attr("forward")(layer, adopt(to_int64(ids))); }
     void score(std::span<const std::size_t> ids, std::span<float> out) {
@@ -218,8 +229,11 @@ Exact 1-D k-means for every k up to k_max in one dynamic program; reuses its buf
                  busy_flag::guard g(self.busy, "KMeans1D.order");
                  return copy_out(self.km.order());
              }, "Input positions in ascending score order.")
-        .def_property_readonly("k_max", [](const py_kmeans& self) { return self.km.k_max(); })
-        .def("__len__", [](const py_kmeans& self) { return self.km.size(); });
+        .def_property_readonly("k_max", [](py_kmeans& self) {
+            return with_busy(self.busy, "KMeans1D.k_max", [&] { return self.km.k_max(); });
+        })
+        .def("__len__",
+             [](py_kmeans& self) { return with_busy(self.busy, "KMeans1D.__len__", [&] { return self.km.size(); }); });
 }
 
 void bind_pruner(py::module_& m) {
@@ -320,8 +334,8 @@ automatic threshold mode): each query is a float32 array of candidates x layers.
              py::arg("i"), "Query i's scores (a candidates x layers copy).");
 
     m.def("evaluate_pruning",
-          [](const trajectory_set& set, std::size_t k, const cluster_pruner_options& options) {
-              py::gil_scoped_release release;
+          [](const trajectory_set& set, std::size_t k, cluster_pruner_options options) {
+              py::gil_scoped_release release;  // `options` is a copy: Python may change its own meanwhile
               return evaluate_pruning(set, k, [&] { return cluster_pruner(options); });
           },
           py::arg("trajectories"), py::arg("k"), py::arg("options") = cluster_pruner_options{},
@@ -329,7 +343,7 @@ automatic threshold mode): each query is a float32 array of candidates x layers.
 
     ev = evaluate_pruning(trajectories, 10, ClusterPrunerOptions(threshold=0.4))   # ev.precision_at_k)doc");
     m.def("threshold_grid",
-          [](const trajectory_set& set, const cluster_pruner_options& options, std::size_t points) {
+          [](const trajectory_set& set, cluster_pruner_options options, std::size_t points) {
               py::gil_scoped_release release;
               return threshold_grid(set, options, points);
           },
@@ -337,7 +351,7 @@ automatic threshold mode): each query is a float32 array of candidates x layers.
           "The candidate thresholds calibration searches (quantiles of the observed dispersion, plus 0 and inf).");
     const calibration_options d;
     m.def("calibrate_threshold",
-          [](const trajectory_set& set, std::size_t k, double target, const cluster_pruner_options& policy,
+          [](const trajectory_set& set, std::size_t k, double target, cluster_pruner_options policy,
              std::size_t grid_points, std::optional<double> delta, double margin, std::size_t padding) {
               py::gil_scoped_release release;
               return calibrate_threshold(set, k, target, calibration_options{policy, grid_points, delta, margin, padding});

@@ -2,6 +2,7 @@
 // and size-aware parameter placement (HyperGen 3.1).
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <pybind11/stl.h>
@@ -16,6 +17,16 @@ namespace frugal::python {
 
 using namespace frugal::schedule;
 
+namespace {
+
+// A timeline and the busy flag its simulate() holds while it runs without the GIL.
+struct py_timeline {
+    timeline t;
+    busy_flag busy;
+};
+
+}  // namespace
+
 void bind_schedule(py::module_ m) {
     py::enum_<resource>(m, "Resource").value("compute", resource::compute).value("io", resource::io);
     py::class_<timeline_result>(m, "TimelineResult", "Makespan, busy and idle time per resource, peak bytes, task times.")
@@ -25,7 +36,7 @@ void bind_schedule(py::module_ m) {
         .def("idle_time", &timeline_result::idle_time, py::arg("resource"))
         .def_property_readonly("start", [](const timeline_result& r) { return copy_out(std::span<const double>(r.start)); })
         .def_property_readonly("finish", [](const timeline_result& r) { return copy_out(std::span<const double>(r.finish)); });
-    py::class_<timeline>(m, "Timeline", R"doc(
+    py::class_<py_timeline>(m, "Timeline", R"doc(
 A two-resource schedule (one compute engine, one I/O channel): tasks with a duration,
 dependencies and the bytes they hold, replayed by simulate().
 
@@ -34,16 +45,19 @@ dependencies and the bytes they hold, replayed by simulate().
     t.add(Resource.compute, 1.0, after=[load], release_bytes=100)
     r = t.simulate()   # r.makespan == 3, r.peak_resident_bytes == 100
 )doc")
-        .def(py::init<std::uint64_t>(), py::arg("initial_resident_bytes") = 0)
+        .def(py::init([](std::uint64_t initial) { return std::make_unique<py_timeline>(timeline(initial)); }),
+             py::arg("initial_resident_bytes") = 0)
         .def("add",
-             [](timeline& t, resource on, double duration, const std::vector<std::size_t>& after,
+             [](py_timeline& t, resource on, double duration, const std::vector<std::size_t>& after,
                 std::uint64_t acquire_bytes, std::uint64_t release_bytes) {
-                 return t.add(on, duration, after, acquire_bytes, release_bytes);
+                 return with_busy(t.busy, "Timeline.add",
+                                  [&] { return t.t.add(on, duration, after, acquire_bytes, release_bytes); });
              },
              py::arg("resource"), py::arg("duration"), py::kw_only(), py::arg("after") = std::vector<std::size_t>{},
              py::arg("acquire_bytes") = 0, py::arg("release_bytes") = 0, "Adds a task and returns its id.")
-        .def("simulate", &timeline::simulate, py::call_guard<py::gil_scoped_release>())
-        .def("__len__", &timeline::size);
+        .def("simulate",
+             [](py_timeline& t) { return without_gil(t.busy, "Timeline.simulate", [&] { return t.t.simulate(); }); })
+        .def("__len__", [](py_timeline& t) { return with_busy(t.busy, "Timeline.__len__", [&] { return t.t.size(); }); });
 
     py::class_<graph_switch_problem>(m, "GraphSwitchProblem", R"doc(
 Per-block cost estimates of one prefill (CoordGen 3.2): a chunk of block i takes
@@ -79,7 +93,7 @@ prefill_compute[i] under G1 and decode_compute[i] under G2; switching block i co
     m.def("graph_switch_timeline",
           [plan_of](const graph_switch_problem& p, std::vector<std::size_t> plan) {
               auto s = graph_switch_timeline(p, plan_of(std::move(plan)));
-              return py::make_tuple(std::move(s.schedule), s.compute_task, s.load_task);
+              return py::make_tuple(std::make_unique<py_timeline>(std::move(s.schedule)), s.compute_task, s.load_task);
           },
           py::arg("problem"), py::arg("plan"),
           "(Timeline, compute_task, load_task): compute (c, i) is compute_task[c * blocks + i].");
@@ -110,7 +124,7 @@ prefill_compute[i] under G1 and decode_compute[i] under G2; switching block i co
     m.def("placement_timeline",
           [](const std::vector<fragment>& fragments, const placement& p, py::handle block_compute, double bytes_per_second) {
               const array_view<double> b(block_compute, "block_compute");
-              return placement_timeline(fragments, p, b.span(), bytes_per_second);
+              return std::make_unique<py_timeline>(placement_timeline(fragments, p, b.span(), bytes_per_second));
           },
           py::arg("fragments"), py::arg("placement"), py::arg("block_compute"), py::arg("bytes_per_second"),
           "One forward pass under a placement on the two-resource timeline (simulate() it).");

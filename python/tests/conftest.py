@@ -1,5 +1,9 @@
-"""Shared fixtures of frugal's pytest suite: the repository paths and the evaluation data."""
+"""Shared fixtures of frugal's pytest suite: the repository paths, the evaluation data and a
+fresh interpreter for code that may crash."""
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -26,3 +30,15 @@ def specbench():
     if path is None or not path.exists():
         pytest.skip("the drafting data (../shared/data/drafting/specbench_vicuna7b.tok) is not present")
     return path
+
+
+@pytest.fixture
+def run_alone():
+    """Runs Python source in a fresh interpreter that imports the same frugal and returns its
+    output: a crash or a hang there fails the test that asked, not the whole suite."""
+    def run(code, timeout=300):
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                           timeout=timeout, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert r.returncode == 0, f"exit status {r.returncode}\n{r.stdout}\n{r.stderr}"
+        return r.stdout
+    return run

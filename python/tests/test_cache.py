@@ -602,3 +602,21 @@ def test_semantic_cache_capacity_and_answers(rng):
         cache.SemanticCache(dim=4, tau=0.9)
     with pytest.raises(frugal.InvalidArgumentError, match="outside"):
         bank.tau = 2.0
+
+
+def test_releasing_a_lock_evicts_nothing_and_the_next_insert_reports_what_the_budget_drops():
+    # A lock's release runs in destructors and context exits: it evicts nothing (no callback
+    # runs inside it). A tree left above a budget lowered under the lock evicts when it next
+    # adds a chunk, and on_evict sees those chunks then (finding 11 of the reliability issue).
+    seen = []
+    tree = cache.LRUPrefixTree(100, on_evict=lambda cid, handle, nbytes, reason: seen.append((cid, reason)))
+    lock = tree.match([])
+    tree.insert([1, 2, 3], [11, 12, 13], [20, 20, 20], lock=lock)
+    tree.budget = 30  # the locked 60 bytes stay
+    assert tree.bytes == 60 and seen == []
+    lock.release()
+    assert seen == [] and tree.bytes == 60
+    tree.insert([9], [19], [10])
+    assert tree.bytes <= 30
+    assert {cid for cid, _ in seen} >= {3}
+    assert all(reason == cache.EvictionReason.capacity for _, reason in seen)

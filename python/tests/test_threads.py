@@ -1,0 +1,693 @@
+"""Every bound class used from two threads at once. Each class is either documented as safe to
+share (its calls are serialized by the GIL or a lock, or it is immutable, or thread-safe in C++)
+or holds a busy flag, so that a second thread entering it while a call runs without the GIL gets
+frugal.RuntimeFailureError "used from two threads at once" instead of a data race (docs/python.md,
+"Threads"). The oracles: the documented error or an ordinary argument error from every call,
+never a crash or a hang, and, under python/tests/run_tsan.sh, no race ThreadSanitizer can see."""
+import atexit
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import types
+
+import numpy as np
+import pytest
+
+import frugal
+from frugal import attention as att
+from frugal import cache, draft, prune
+from frugal import schedule as sch
+
+BUSY = "used from two threads at once"
+ARGUMENT_ERRORS = (frugal.InvalidArgumentError, frugal.OutOfRangeError, KeyError)
+SHARED, FLAGGED = "shared", "flagged"  # may be shared between threads / one thread at a time
+SECONDS = 0.2  # of two threads calling one object's methods, per class
+TMP = tempfile.mkdtemp(prefix="frugal-threads-")
+atexit.register(shutil.rmtree, TMP, True)
+
+
+def path_of(name):
+    """A file of this thread's own (two threads saving to one path is not what is tested)."""
+    return os.path.join(TMP, f"{name}-{threading.get_ident()}")
+
+
+def members(obj, calls):
+    """`calls` with a read of each property named in calls["_properties"]."""
+    return {**{n: (lambda n=n: getattr(obj, n)) for n in calls.pop("_properties", ())}, **calls}
+
+
+# ---- one small valid instance of each class and a call of each public method -------------
+
+def enum_case(value):
+    return SHARED, value, {"name": lambda: value.name, "value": lambda: value.value}
+
+
+def batch_plan_case():
+    plan = att.BatchPlan(np.array([0, 2], np.int32), np.array([1, 0], np.int32), np.array([3], np.int32),
+                         np.array([0, 2]), page_size=4, q_heads=2, kv_heads=1, head_dim=8)
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 2, 8)).astype(np.float32)
+    k, v = (rng.standard_normal((2, 4, 1, 8)).astype(np.float32) for _ in range(2))
+    calls = {"run": lambda: plan.run(q, k, v, lse=np.empty((2, 2), np.float32)),
+             "_properties": ("batch", "dtype", "kv_chunk", "kv_lens", "page_size", "tokens", "workers",
+                             "workspace_bytes")}
+    return SHARED, plan, members(plan, calls)  # runs take turns on the plan's lock
+
+
+def mask_case():
+    m = att.Mask.sliding_window(4)
+    calls = {"causal": lambda: m.causal(), "none": lambda: m.none(), "sliding_window": lambda: m.sliding_window(2),
+             "visible": lambda: m.visible(1, 0, 2, 2),
+             "_properties": ("alignment", "is_causal", "offset", "window")}
+    return SHARED, m, members(m, calls)
+
+
+def plan_case():
+    p = att.plan(q_heads=2, kv_heads=1, q_len=8, kv_len=8, head_dim=8, threads=2)
+    q = np.ones((2, 8, 8), np.float32)
+    kv = np.ones((1, 8, 8), np.float32)
+    calls = {"attention.run": lambda: att.run(p, q, kv, kv),
+             "_properties": ("head_dim", "kv_heads", "kv_len", "kv_tile", "q_heads", "q_len", "q_tile", "workers",
+                             "workspace_bytes")}
+    return SHARED, p, members(p, calls)
+
+
+def kv_cache_case(cls):
+    evicted = []
+    c = cls(8, on_evict=lambda key, value, reason: evicted.append(key))
+    keys = list(range(12))
+
+    def key():
+        return random.choice(keys)
+
+    def pin_unpin():
+        k = key()
+        c.pin(k)
+        c.unpin(k)
+
+    calls = {
+        "__contains__": lambda: key() in c, "__delitem__": lambda: c.__delitem__(key()),
+        "__getitem__": lambda: c[key()], "__iter__": lambda: list(c), "__len__": lambda: len(c),
+        "__setitem__": lambda: c.__setitem__(key(), [key()]), "capacity": lambda: setattr(c, "capacity", 8 + key() % 2),
+        "clear": lambda: c.clear() if random.random() < 0.05 else None, "erase": lambda: c.erase(key()),
+        "get": lambda: c.get(key()), "items": c.items, "keys": c.keys,
+        "on_evict": lambda: setattr(c, "on_evict", c.on_evict), "peek": lambda: c.peek(key()),
+        "pin": pin_unpin, "unpin": pin_unpin, "pins": lambda: c.pins(key()), "purge_expired": c.purge_expired,
+        "put": lambda: c.put(key(), object(), weight=1 + key() % 2), "reset_stats": c.reset_stats,
+        "set_ttl": lambda: c.set_ttl(None), "_properties": ("stats", "ttl", "ttl_after_access", "weight"),
+    }
+    return SHARED, c, members(c, calls)  # every call holds the GIL from start to end
+
+
+def cache_stats_case():
+    c = cache.LRUCache(2)
+    for k in range(4):
+        c.put(k, k)
+    s = c.stats
+    return SHARED, s, members(s, {"evicted": lambda: s.evicted(cache.EvictionReason.capacity),
+                                  "_properties": ("bytes_hit", "hit_ratio", "hits", "insertions", "misses")})
+
+
+CHUNKS = np.arange(1, 65, dtype=np.int64)
+
+
+def tree_insert(tree, n, lock=None):
+    chunks = CHUNKS[:n]
+    return tree.insert(chunks, chunks * 10, np.full(n, 8, np.uint64), lock=lock)
+
+
+def prefix_tree_case(cls):
+    tree = cls(budget_bytes=400, on_evict=lambda *event: None)
+    tree_insert(tree, 16)
+
+    def with_match():
+        with tree.match(CHUNKS[:random.randrange(1, 32)]) as m:
+            tree_insert(tree, random.randrange(1, 64), lock=m)
+
+    calls = {"__len__": lambda: len(tree), "budget": lambda: setattr(tree, "budget", tree.budget),
+             "cached_length": lambda: tree.cached_length(CHUNKS), "clear": tree.clear,
+             "evict": lambda: tree.evict(16), "evict_one": tree.evict_one, "insert": lambda: tree_insert(tree, 40),
+             "load": lambda: tree.load(path_of("tree")) if os.path.exists(path_of("tree")) else None,
+             "save": lambda: tree.save(path_of("tree")), "match": with_match,
+             "on_evict": lambda: setattr(tree, "on_evict", tree.on_evict),
+             "_properties": ("bytes", "evictions", "locked_bytes")}
+    return FLAGGED, tree, members(tree, calls)
+
+
+def prefix_match_case(cls):
+    tree = cls(budget_bytes=400)
+    tree_insert(tree, 24)
+    m = tree.match(CHUNKS[:24])
+    calls = {"__enter__": m.__enter__, "__exit__": lambda: m.__exit__(None, None, None), "__len__": lambda: len(m),
+             "handle": lambda: m.handle(0), "handles": lambda: m.handles, "namespace": lambda: m.namespace,
+             "release": m.release,
+             # the lock's tree, which its release writes
+             "tree.insert": lambda: tree_insert(tree, 48, lock=m), "tree.evict": lambda: tree.evict(400),
+             "tree.match": lambda: tree.match(CHUNKS[:random.randrange(1, 48)]).release()}
+    return FLAGGED, m, calls
+
+
+def semantic_case():
+    rng = np.random.default_rng(2)
+    s = cache.SemanticCache(capacity=32, dim=16, tau=0.5)
+    embeddings = rng.standard_normal((40, 16)).astype(np.float32)
+
+    def pick():
+        return random.randrange(len(embeddings))
+
+    calls = {"__contains__": lambda: pick() in s, "__len__": lambda: len(s), "erase": lambda: s.erase(pick()),
+             "find": lambda: s.find(pick()), "insert": lambda: (lambda i: s.insert(f"q{i}", embeddings[i]))(pick()),
+             "lookup": lambda: (lambda i: s.lookup(f"q{i}", embeddings[i]))(pick()),
+             "set_answer": lambda: s.set_answer(pick(), "a"), "tau": lambda: setattr(s, "tau", s.tau),
+             "_properties": ("capacity", "dim", "misses", "stats", "weight")}
+    return FLAGGED, s, members(s, calls)
+
+
+PROMPT = np.array([5, 6, 7, 8, 5, 6, 7, 9, 5, 6], np.int32)
+
+
+def drafter_case():
+    history = draft.History(1 << 10)
+    history.add(PROMPT)
+    d = draft.Drafter(history, tree_budget=8)
+    d.begin(PROMPT)
+    calls = {"accept": lambda: d.accept(7), "begin": lambda: d.begin(PROMPT), "chain": d.chain,
+             "chain_with_probabilities": d.chain_with_probabilities, "tree": d.tree,
+             "_properties": ("config", "context_match", "context_size", "history_match")}
+    return FLAGGED, d, members(d, calls)
+
+
+def drafter_config_case():
+    c = draft.Drafter().config
+    return SHARED, c, members(c, {"_properties": ("backoff", "context_escape", "history_escape", "max_draft",
+                                                  "max_fanout", "min_match", "min_path_score", "tree_budget",
+                                                  "tree_depth", "vocab_size")})
+
+
+def history_case():
+    h = draft.History(1 << 9)  # small: adds evict old documents
+
+    def save_load():
+        h.save(path_of("history"))
+        return draft.History.load(path_of("history"))
+
+    def publisher():
+        with h.start_publisher():
+            h.add(PROMPT, publish=False)
+
+    calls = {"__len__": lambda: len(h), "add": lambda: h.add(PROMPT), "publish": h.publish, "save": save_load,
+             "load": save_load, "start_publisher": publisher,
+             "drafter": lambda: draft.Drafter(h).begin(PROMPT),
+             "_properties": ("documents", "max_tokens", "memory_bytes", "pending", "version", "young_tokens")}
+    return SHARED, h, members(h, calls)  # thread-safe in C++
+
+
+def publisher_case():
+    h = draft.History(1 << 10)
+    p = h.start_publisher()
+    calls = {"stop": p.stop, "__enter__": p.__enter__, "__exit__": lambda: p.__exit__(None, None, None),
+             "history.add": lambda: h.add(PROMPT, publish=False), "_properties": ("running",)}
+    return SHARED, p, members(p, calls)  # stop() is idempotent and takes a lock
+
+
+def speculator_case():
+    sp = draft.Speculator(draft.History(1 << 10), tree_budget=8)
+    ids = list(range(6))
+    for i in ids[:3]:
+        sp.start(i, PROMPT)
+    calls = {"start": lambda: sp.start(random.choice(ids), PROMPT), "append": lambda: sp.append(random.choice(ids), 5),
+             "propose": lambda: sp.propose([random.choice(ids)]), "stop": lambda: sp.stop(random.choice(ids)),
+             "__contains__": lambda: random.choice(ids) in sp, "__len__": lambda: len(sp)}
+    return FLAGGED, sp, calls
+
+
+def automaton_case():
+    a = draft.SuffixAutomaton()
+    a.append(PROMPT)
+
+    def state():
+        return random.randrange(2)  # the root and its first child exist from the start
+
+    calls = {"append": lambda: a.append(PROMPT[:3]), "begin_document": a.begin_document,
+             "clear": lambda: (a.clear(), a.append(PROMPT)) if random.random() < 0.05 else None,
+             "continuation": lambda: a.continuation(0, 4), "count": lambda: a.count(state()),
+             "find": lambda: a.find(PROMPT[:2]), "first_end": lambda: a.first_end(state()),
+             "last_end": lambda: a.last_end(state()), "length": lambda: a.length(state()),
+             "link": lambda: a.link(state()), "next": lambda: a.next(0, 5),
+             "transitions": lambda: a.transitions(0), "__len__": lambda: len(a),
+             "_properties": ("document_starts", "last", "memory_bytes", "repeat_end", "repeat_length", "repeat_state",
+                             "root", "state_count", "text")}
+    return FLAGGED, a, members(a, calls)
+
+
+def verify_result_case():
+    r = draft.verify_tree([4, 5, 6], [-1, -1, 1], [5, 0, 6, 8])
+    return SHARED, r, members(r, {"_properties": ("accepted", "bonus", "path")})
+
+
+class Reranker:
+    """A two-layer model whose scores are its candidates' ids."""
+    layers = 2
+
+    def embed(self, ids):
+        pass
+
+    def forward(self, layer, ids):
+        pass
+
+    def score(self, ids):
+        return ids.astype(np.float32)
+
+
+def trajectory_set():
+    rng = np.random.default_rng(3)
+    return prune.TrajectorySet([rng.uniform(0, 3, (8, 4)).astype(np.float32) for _ in range(4)])
+
+
+def calibration_case():
+    r = prune.calibrate_threshold(trajectory_set(), 2, 0.5, grid_points=4)
+    return SHARED, r, members(r, {"_properties": ("chosen", "curve", "met", "threshold")})
+
+
+def chunk_planning_case():
+    cp = prune.ChunkPlanning(per_token_seconds=1e-6, min_chunk_seconds=1e-5, intermediate_bytes_per_token=4,
+                             next_layer_load_seconds=1e-4, memory_limit_bytes=1 << 20)
+    return SHARED, cp, {"progressive_rank": lambda: prune.progressive_rank(Reranker(), 6, 2, prune.ClusterPruner(),
+                                                                           planning=cp)}
+
+
+def pruner_case():
+    p = prune.ClusterPruner(threshold=0.1)
+    scores = np.array([1, 2, 3, 10, 11, 12], np.float32)
+    calls = {"decide": lambda: p.decide(scores, 3), "reset": p.reset,
+             "progressive_rank": lambda: prune.progressive_rank(Reranker(), 6, 2, p), "_properties": ("options",)}
+    return FLAGGED, p, members(p, calls)
+
+
+def pruner_options_case():
+    o = prune.ClusterPrunerOptions(threshold=0.2)
+    fields = ("clusters", "confirmations", "lead_over_change", "max_clusters", "measure", "mode", "patience",
+              "threshold")
+    calls = {f: (lambda f=f: setattr(o, f, getattr(o, f))) for f in fields}
+    trajectories = trajectory_set()
+    # The functions that read the options without the GIL.
+    calls["evaluate_pruning"] = lambda: prune.evaluate_pruning(trajectories, 2, o)
+    calls["calibrate_threshold"] = lambda: prune.calibrate_threshold(trajectories, 2, 0.5, policy=o, grid_points=3)
+    calls["threshold_grid"] = lambda: prune.threshold_grid(trajectories, o, 3)
+    calls["ClusterPruner"] = lambda: prune.ClusterPruner(o)
+    return SHARED, o, calls  # plain values: read and written with the GIL held
+
+
+def kmeans_case():
+    km = prune.KMeans1D()
+    scores = np.array([1, 1.1, 5, 5.2, 9, 9.1])
+    km.fit(scores, 3)
+    calls = {"fit": lambda: km.fit(scores, 3), "sse": lambda: km.sse(2), "bic": lambda: km.bic(2),
+             "select_k_bic": km.select_k_bic, "clustering": lambda: km.clustering(2), "__len__": lambda: len(km),
+             "_properties": ("k_max", "order")}
+    return FLAGGED, km, members(km, calls)
+
+
+def kmeans_result_case():
+    r = prune.kmeans1d_optimal(np.array([1.0, 1.1, 5.0, 5.2]), 2)
+    return SHARED, r, members(r, {"_properties": ("centroids", "labels", "sizes", "sse", "withinss")})
+
+
+def ranking():
+    return prune.progressive_rank(Reranker(), 6, 2, prune.ClusterPruner())
+
+
+def layer_stats_case():
+    s = ranking().layers[0]
+    return SHARED, s, members(s, {"_properties": ("active", "chunk_size", "chunks", "dispersion", "dropped", "layer",
+                                                  "selected", "triggered")})
+
+
+def progressive_ranking_case():
+    r = ranking()
+    return SHARED, r, members(r, {"_properties": ("candidate_layers_computed", "candidate_layers_skipped", "layers",
+                                                  "scores", "top")})
+
+
+def prune_step_case():
+    step, _ = prune.ClusterPruner(threshold=0.1).decide(np.array([1, 2, 10, 11], np.float32), 2)
+    return SHARED, step, members(step, {"_properties": ("clusters", "deferred", "dispersion", "done", "dropped",
+                                                        "selected", "triggered")})
+
+
+def evaluation_case():
+    e = prune.evaluate_pruning(trajectory_set(), 2)
+    return SHARED, e, members(e, {"_properties": ("k", "layer_compute_saved", "mean_active_per_layer",
+                                                  "precision_at_k", "queries", "query_loss")})
+
+
+def threshold_point_case():
+    p = prune.calibrate_threshold(trajectory_set(), 2, 0.5, grid_points=4).curve[0]
+    return SHARED, p, members(p, {"_properties": ("layer_compute_saved", "precision_at_k", "threshold")})
+
+
+def trajectories_case():
+    t = trajectory_set()
+
+    def save_load():
+        t.save(path_of("trajectories"))
+        return prune.TrajectorySet.load(path_of("trajectories"))
+
+    calls = {"__getitem__": lambda: t[1], "__len__": lambda: len(t), "save": save_load, "load": save_load,
+             "evaluate_pruning": lambda: prune.evaluate_pruning(t, 2), "_properties": ("layers",)}
+    return SHARED, t, members(t, calls)  # immutable
+
+
+def problem():
+    return sch.GraphSwitchProblem(prefill_compute=[1, 1, 2], decode_compute=[1.2, 1.5, 2], load=[2, 1, 3], chunks=2)
+
+
+def fragment_case():
+    f = sch.Fragment(100, [0, 2])
+    calls = {"place_fragments": lambda: sch.place_fragments([f, f], 150),
+             "_properties": ("blocks", "bytes")}
+    return SHARED, f, members(f, calls)
+
+
+def graph_switch_case():
+    p = problem()
+    calls = {"greedy_graph_switch": lambda: sch.greedy_graph_switch(p), "exact": lambda: sch.exact_graph_switch(p),
+             "makespan": lambda: sch.graph_switch_makespan(p, [1, 1, 2]),
+             "_properties": ("blocks", "chunks", "decode_compute", "load", "prefill_compute")}
+    return SHARED, p, members(p, calls)
+
+
+def placement_case():
+    frags = [sch.Fragment(100, [0]), sch.Fragment(200, [1])]
+    p = sch.place_fragments(frags, 150)
+    calls = {"placement_timeline": lambda: sch.placement_timeline(frags, p, np.ones(2), 100.0).simulate(),
+             "_properties": ("exact", "resident", "resident_bytes", "transfer_bytes_per_pass")}
+    return SHARED, p, members(p, calls)
+
+
+def timeline_case():
+    t = sch.Timeline()
+    for i in range(50):
+        t.add(sch.Resource.io if i % 2 else sch.Resource.compute, 1.0, after=[i - 1] if i else [])
+    calls = {"add": lambda: t.add(sch.Resource.compute, 0.5, after=[0]), "simulate": t.simulate,
+             "__len__": lambda: len(t)}
+    return FLAGGED, t, calls
+
+
+def timeline_result_case():
+    r = sch.graph_switch_timeline(problem(), [1, 1, 2])[0].simulate()
+    calls = {"busy_time": lambda: r.busy_time(sch.Resource.io), "idle_time": lambda: r.idle_time(sch.Resource.compute),
+             "_properties": ("finish", "makespan", "peak_resident_bytes", "start")}
+    return SHARED, r, members(r, calls)
+
+
+KV_CACHES = ("ARCCache", "GDSFCache", "LFUCache", "LFUDACache", "LIRSCache", "LRUCache", "S3FIFOCache", "SIEVECache",
+             "TwoQueueCache", "WTinyLFUCache")
+TREES = ("PrefixTree", "LRUPrefixTree", "GDSFPrefixTree", "S3FIFOPrefixTree")
+
+CASES = {
+    "frugal.attention.BatchPlan": batch_plan_case,
+    "frugal.attention.CausalAlignment": lambda: enum_case(att.CausalAlignment.offset),
+    "frugal.attention.KVLayout": lambda: enum_case(att.KVLayout.hnd),
+    "frugal.attention.Layout": lambda: enum_case(att.Layout.token_major),
+    "frugal.attention.Mask": mask_case,
+    "frugal.attention.Plan": plan_case,
+    "frugal.attention.SoftmaxBase": lambda: enum_case(att.SoftmaxBase.two),
+    **{f"frugal.cache.{n}": (lambda n=n: kv_cache_case(getattr(cache, n))) for n in KV_CACHES},
+    "frugal.cache.CacheStats": cache_stats_case,
+    "frugal.cache.EvictionReason": lambda: enum_case(cache.EvictionReason.expired),
+    "frugal.cache.PutResult": lambda: enum_case(cache.PutResult.rejected),
+    **{f"frugal.cache.{n}": (lambda n=n: prefix_tree_case(getattr(cache, n))) for n in TREES},
+    **{f"frugal.cache.{n}Match": (lambda n=n: prefix_match_case(getattr(cache, n))) for n in TREES},
+    "frugal.cache.SemanticCache": semantic_case,
+    "frugal.draft.Drafter": drafter_case,
+    "frugal.draft.DrafterConfig": drafter_config_case,
+    "frugal.draft.History": history_case,
+    "frugal.draft.HistoryPublisher": publisher_case,
+    "frugal.draft.Speculator": speculator_case,
+    "frugal.draft.SuffixAutomaton": automaton_case,
+    "frugal.draft.VerifyResult": verify_result_case,
+    "frugal.prune.CalibrationResult": calibration_case,
+    "frugal.prune.ChunkPlanning": chunk_planning_case,
+    "frugal.prune.ClusterPruner": pruner_case,
+    "frugal.prune.ClusterPrunerOptions": pruner_options_case,
+    "frugal.prune.DispersionMeasure": lambda: enum_case(prune.DispersionMeasure.robust_cv),
+    "frugal.prune.KMeans1D": kmeans_case,
+    "frugal.prune.KMeansResult": kmeans_result_case,
+    "frugal.prune.LayerStats": layer_stats_case,
+    "frugal.prune.ProgressiveRanking": progressive_ranking_case,
+    "frugal.prune.PruneStep": prune_step_case,
+    "frugal.prune.PruningEvaluation": evaluation_case,
+    "frugal.prune.RankingMode": lambda: enum_case(prune.RankingMode.exact),
+    "frugal.prune.Route": lambda: enum_case(prune.Route.dropped),
+    "frugal.prune.ThresholdPoint": threshold_point_case,
+    "frugal.prune.TrajectorySet": trajectories_case,
+    "frugal.schedule.Fragment": fragment_case,
+    "frugal.schedule.GraphSwitchProblem": graph_switch_case,
+    "frugal.schedule.Placement": placement_case,
+    "frugal.schedule.PlacementObjective": lambda: enum_case(sch.PlacementObjective.bytes_kept),
+    "frugal.schedule.Resource": lambda: enum_case(sch.Resource.io),
+    "frugal.schedule.Timeline": timeline_case,
+    "frugal.schedule.TimelineResult": timeline_result_case,
+}
+
+DUNDERS = {"__len__", "__contains__", "__getitem__", "__setitem__", "__delitem__", "__iter__", "__enter__", "__exit__"}
+
+
+def bound_classes():
+    """Every class of every submodule of the extension module, by its full name."""
+    out = {}
+    for sub in vars(frugal._frugal).values():
+        if isinstance(sub, types.ModuleType):
+            for name, obj in vars(sub).items():
+                if isinstance(obj, type) and not name.startswith("_"):
+                    out[f"{sub.__name__}.{name}"] = obj
+    return out
+
+
+def public_methods(cls):
+    names = {n for n in dir(cls) if not n.startswith("_") or n in DUNDERS}
+    return names - set(getattr(cls, "__members__", {}))  # an enum's values are not methods
+
+
+def hammer(calls, seconds):
+    """Two threads call random methods of `calls` for `seconds`; returns the exceptions raised, by call."""
+    names = sorted(calls)
+    deadline = time.monotonic() + seconds
+    raised = []
+
+    def worker(seed):
+        rnd = random.Random(seed)
+        while time.monotonic() < deadline:
+            name = rnd.choice(names)
+            try:
+                calls[name]()
+            except Exception as e:  # judged by the caller
+                raised.append((name, e))
+
+    threads = [threading.Thread(target=worker, args=(seed,), daemon=True) for seed in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=seconds + 30)
+    assert not any(t.is_alive() for t in threads), "a call hangs"
+    return raised
+
+
+@pytest.fixture
+def fast_switches():
+    """Hands the GIL over every 10 us instead of 5 ms, so that calls interleave."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(old)
+
+
+@pytest.mark.parametrize("name", sorted(set(bound_classes()) | set(CASES)))
+def test_two_threads_at_once(name, fast_switches):
+    classes = bound_classes()
+    assert name in CASES, f"{name} has no case here: add a factory and a call of each of its methods"
+    assert name in classes, f"{name} is not a class of the module"
+    random.seed(name)
+    kind, obj, calls = CASES[name]()
+    assert type(obj) is classes[name]
+    assert public_methods(classes[name]) <= set(calls), f"no call of {public_methods(classes[name]) - set(calls)}"
+    for call, e in hammer(calls, SECONDS):
+        if isinstance(e, frugal.RuntimeFailureError) and BUSY in str(e):
+            assert kind == FLAGGED, f"{name}.{call}: documented as safe to share, raised {e!r}"
+        else:
+            assert isinstance(e, ARGUMENT_ERRORS), f"{name}.{call} raised {e!r}"
+
+
+# ---- a call without the GIL marks its object busy for every other method ------------------
+
+def busy_is_seen(long_call, probe, seconds=3.0):
+    """Whether `probe` raises the busy error while another thread repeats `long_call`."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            long_call()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                probe()
+            except frugal.RuntimeFailureError as e:
+                assert BUSY in str(e)
+                return True
+            time.sleep(0)
+        return False
+    finally:
+        stop.set()
+        t.join(timeout=60)
+
+
+LONG = np.arange(200_000, dtype=np.int64)
+
+
+def long_tree():
+    tree = cache.PrefixTree(budget_bytes=1 << 40)
+    lock = tree.match(LONG[:1])
+
+    def insert_and_clear():
+        tree.insert(LONG, LONG, np.ones(LONG.size, np.uint64))
+        tree.clear()
+
+    return tree, lock, insert_and_clear
+
+
+@pytest.mark.parametrize("probe", ["len", "bytes", "locked_bytes", "release", "__exit__", "handles", "__len__"])
+def test_prefix_tree_reads_and_lock_release_take_the_busy_flag(probe):
+    tree, lock, long_call = long_tree()
+    probes = {"len": lambda: len(tree), "bytes": lambda: tree.bytes, "locked_bytes": lambda: tree.locked_bytes,
+              "release": lock.release, "__exit__": lambda: lock.__exit__(None, None, None),
+              "handles": lambda: lock.handles, "__len__": lambda: len(lock)}
+    assert busy_is_seen(long_call, probes[probe])
+
+
+def test_a_lock_freed_while_its_tree_is_busy_is_released_after():
+    # Its deallocation can neither raise nor wait: the tree's next call releases it.
+    tree = cache.PrefixTree(budget_bytes=1 << 40)
+    tree.insert([-1], [7], np.array([8], np.uint64))
+    lock = tree.match([-1])
+    done = threading.Event()
+
+    def insert():
+        tree.insert(LONG, LONG, np.ones(LONG.size, np.uint64))
+        done.set()
+
+    t = threading.Thread(target=insert)
+    t.start()
+    while not done.is_set():
+        try:
+            len(tree)
+        except frugal.RuntimeFailureError:
+            break  # the insert runs
+    del lock
+    t.join(timeout=60)
+    assert tree.locked_bytes == 0 and len(tree) == LONG.size + 1
+
+
+@pytest.mark.parametrize("probe", ["contains", "len"])
+def test_speculator_membership_takes_the_busy_flag(probe):
+    sp = draft.Speculator()
+    prompt = np.random.default_rng(4).integers(0, 50, 300_000).astype(np.int32)
+
+    def start_and_stop():
+        sp.start(1, prompt)
+        sp.stop(1)
+
+    assert busy_is_seen(start_and_stop, {"contains": lambda: 1 in sp, "len": lambda: len(sp)}[probe])
+
+
+@pytest.mark.parametrize("probe", ["tau", "len", "weight", "misses", "stats"])
+def test_semantic_cache_tau_and_reads_take_the_busy_flag(probe):
+    rng = np.random.default_rng(5)
+    s = cache.SemanticCache(capacity=4000, dim=512, tau=0.99)
+    embeddings = rng.standard_normal((4000, 512)).astype(np.float32)
+    for i, e in enumerate(embeddings):
+        s.insert(str(i), e)
+    query = rng.standard_normal(512).astype(np.float32)
+    probes = {"tau": lambda: setattr(s, "tau", 0.98), "len": lambda: len(s), "weight": lambda: s.weight,
+              "misses": lambda: s.misses, "stats": lambda: s.stats}
+    assert busy_is_seen(lambda: s.lookup("new", query), probes[probe])
+
+
+@pytest.mark.parametrize("probe", ["k_max", "len"])
+def test_kmeans_reads_take_the_busy_flag(probe):
+    km = prune.KMeans1D()
+    scores = np.random.default_rng(6).standard_normal(20_000)
+    assert busy_is_seen(lambda: km.fit(scores, 16), {"k_max": lambda: km.k_max, "len": lambda: len(km)}[probe])
+
+
+def long_timeline():
+    t = sch.Timeline()
+    for i in range(100_000):
+        t.add(sch.Resource.io if i % 3 == 0 else sch.Resource.compute, 1.0, after=[i - 1] if i else [])
+    return t
+
+
+def test_timeline_add_and_len_take_the_busy_flag():
+    t = long_timeline()
+    assert busy_is_seen(t.simulate, lambda: len(t))
+    assert busy_is_seen(t.simulate, lambda: t.add(sch.Resource.io, 1.0))
+
+
+def test_timeline_add_during_simulate_never_corrupts_it(run_alone):
+    # The issue's crash: add() reallocating the tasks while simulate() reads them without the GIL.
+    out = run_alone("""
+        import threading, frugal
+        from frugal import schedule as sch
+        t = sch.Timeline()
+        for i in range(200_000):
+            t.add(sch.Resource.compute, 1.0, after=[i - 1] if i else [])
+        done, busy = threading.Event(), 0
+        def adder():
+            global busy
+            while not done.is_set():
+                try:
+                    t.add(sch.Resource.io, 1.0)
+                except frugal.RuntimeFailureError as e:
+                    assert "used from two threads at once" in str(e)
+                    busy += 1
+        a = threading.Thread(target=adder)
+        a.start()
+        for _ in range(5):
+            r = t.simulate()
+        done.set()
+        a.join()
+        print(busy > 0, len(r.finish) >= 200_000)
+    """)
+    assert out.split() == ["True", "True"]
+
+
+def test_publisher_stop_from_two_threads_at_once(run_alone):
+    # Both threads join the one writer thread: one does, the other waits for it (no double join).
+    out = run_alone("""
+        import threading
+        from frugal import draft
+        h = draft.History(1 << 12)
+        for round in range(200):
+            p = h.start_publisher()
+            h.add([1, 2, 3], publish=False)
+            barrier = threading.Barrier(2)
+            def stop():
+                barrier.wait()
+                p.stop()
+                assert not p.running
+            threads = [threading.Thread(target=stop) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        print("stopped", h.pending)
+    """, timeout=60)
+    assert out.split() == ["stopped", "0"]
