@@ -299,6 +299,12 @@ TEST(BatchAttention, PlanSizesThatWouldWrapAreRefusedByName) {
         (void)frugal::attention::batch::plan(items, {.threads = 2, .kv_chunk = 1, .group_decode_heads = false});
     });
     EXPECT_NE(items_msg.find("work items"), std::string::npos) << items_msg;
+    // A head dimension whose workspace no machine holds (it failed as bad_alloc).
+    const std::vector<std::size_t> one_kv{4};
+    const frugal::attention::batch_shape wide{.q_heads = 1, .kv_heads = 1, .head_dim = std::size_t(1) << 40,
+                                              .qo_indptr = one_token, .kv_lens = one_kv};
+    const auto dim_msg = error_of([&] { (void)frugal::attention::batch::plan(wide, {}); });
+    EXPECT_NE(dim_msg.find("head_dim 1099511627776 is outside [1, 65536]"), std::string::npos) << dim_msg;
     // A worker count whose workspace slices alone would take gigabytes.
     const auto threads_msg = error_of([&] { (void)frugal::attention::batch::plan(heads, {.threads = 1000000}); });
     EXPECT_NE(threads_msg.find("threads 1000000 is outside [1, 4096]"), std::string::npos) << threads_msg;

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "frugal_test_errors.hpp"
+
 #include <frugal/backend/eigen/similarity_scan.hpp>
 #include <frugal/cache/percache_scheduler.hpp>
 #include <frugal/cache/semantic_cache.hpp>
@@ -71,6 +73,13 @@ void lookup_matches_brute_force() {
 
 TEST(SemanticCache, LookupMatchesBruteForceCosine) { lookup_matches_brute_force<frugal::retrieve::flat_similarity_index<>>(); }
 TEST(SemanticCache, EigenScanMatchesBruteForceCosine) { lookup_matches_brute_force<frugal::eigen::flat_similarity_index>(); }
+
+TEST(SemanticCache, AnEmbeddingDimensionNoVectorCouldHoldIsNamed) {
+    // It failed deep in std::vector ("cannot create std::vector larger than max_size()").
+    const std::string msg = frugal::testing::error_of(
+        [] { frugal::cache::semantic_cache<std::string> bank(8, std::size_t(1) << 62, 0.9); });
+    EXPECT_NE(msg.find("embedding dimension 4611686018427387904 is outside [1, 1048576]"), std::string::npos) << msg;
+}
 
 TEST(SemanticCache, ExactTextTauAndEviction) {
     std::mt19937 rng(2);

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+
+#include "frugal_test_errors.hpp"
+
 #include <vector>
 
 namespace {
@@ -78,6 +83,12 @@ TEST(Timeline, RejectsBadInput) {
     frugal::schedule::timeline v;
     v.add(resource::io, 1.0, {}, 0, 5);
     EXPECT_THROW((void)v.simulate(), frugal::invalid_argument);
+    // Resident bytes that would wrap 64 bits (they reported a peak of 2^64 - 1).
+    frugal::schedule::timeline w;
+    w.add(resource::io, 1.0, {}, ~std::uint64_t{0});
+    w.add(resource::compute, 1.0, {}, ~std::uint64_t{0});
+    const std::string msg = frugal::testing::error_of([&] { (void)w.simulate(); });
+    EXPECT_NE(msg.find("timeline: resident bytes"), std::string::npos) << msg;
 }
 
 }  // namespace

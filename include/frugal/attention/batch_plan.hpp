@@ -42,6 +42,9 @@ struct batch_shape {
     std::span<const std::size_t> qo_indptr;
     std::span<const std::size_t> kv_lens;
 
+    /// The largest head dimension a plan takes (a run's workspace holds rows of it per worker).
+    static constexpr std::size_t max_head_dim = std::size_t(1) << 16;
+
     /// Query heads per KV head.
     [[nodiscard]] constexpr std::size_t group() const noexcept { return kv_heads == 0 ? 0 : q_heads / kv_heads; }
     /// Sequences in the batch.
@@ -54,7 +57,8 @@ struct batch_shape {
         FRUGAL_CHECK(q_heads > 0 && kv_heads > 0, "batch_shape: q_heads ", q_heads, " and kv_heads ", kv_heads,
                      " must be positive");
         FRUGAL_CHECK(q_heads % kv_heads == 0, "batch_shape: kv_heads ", kv_heads, " does not divide q_heads ", q_heads);
-        FRUGAL_CHECK(head_dim > 0, "batch_shape: head_dim must be positive");
+        FRUGAL_CHECK(head_dim > 0 && head_dim <= max_head_dim, "batch_shape: head_dim ", head_dim, " is outside [1, ",
+                     max_head_dim, "]");
         FRUGAL_CHECK(!kv_lens.empty(), "batch_shape: the batch is empty");
         FRUGAL_CHECK(qo_indptr.size() == kv_lens.size() + 1, "batch_shape: qo_indptr has ", qo_indptr.size(),
                      " entries for ", kv_lens.size(), " sequences (expected batch + 1)");

@@ -367,8 +367,15 @@ private:
         return v;
     }
 
+    // The embedding dimension, refused by name when no embedding could be that long.
+    static std::size_t checked_dim(std::size_t dim) {
+        FRUGAL_CHECK(dim > 0 && dim <= max_dim, "semantic_cache: embedding dimension ", dim, " is outside [1, ", max_dim, "]");
+        return dim;
+    }
+    static constexpr std::size_t max_dim = std::size_t(1) << 20;
+
     semantic_cache(std::size_t capacity, detail::qa_weigher weigher, double tau_query, Index index)
-        : entries_(capacity, weigher), index_(std::move(index)), unit_(index_.dim()) {
+        : entries_(capacity, weigher), index_(std::move(index)), unit_(checked_dim(index_.dim())) {
         set_tau(tau_query);
         // A replaced entry (set_answer) stays, with its slot and text; at destruction the
         // index and the text map go with the bank.

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
 
 namespace frugal::schedule {
@@ -177,7 +178,7 @@ private:
         std::uint64_t resident = initial_, peak = initial_;
         for (const auto& e : ev) {
             if (e.acquire) {
-                resident += tasks_[e.task].acquire;
+                resident = checked_add(resident, tasks_[e.task].acquire, "timeline: resident bytes");
                 peak = std::max(peak, resident);
             } else {
                 FRUGAL_CHECK(tasks_[e.task].release <= resident, "timeline: task ", e.task, " releases ",
