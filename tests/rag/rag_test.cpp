@@ -774,15 +774,21 @@ TEST(IvfRetriever, EveryPolicyRetrievesWhatTheIndexFindsForTheQuestion) {
                 EXPECT_GT(run.clusters_to_final, 0u);
             }
         }
-    // Searching a batch's queries on a thread pool changes nothing but the time.
+    // Searching a batch on a thread pool, by query or by slices of each query's lists,
+    // changes nothing but the time.
     frugal::thread_pool pool(3);
-    frugal::sim::simulated_generator gen, gen2;
+    frugal::sim::simulated_generator gen, gen2, gen3;
     frugal::rag::ivf_retriever serial(ix, embed, {.nprobe = 5, .measure = false});
     frugal::rag::ivf_retriever parallel(ix, embed, {.nprobe = 5, .measure = false}, pool);
+    frugal::rag::ivf_retriever sliced(ix, embed, {.nprobe = 5, .measure = false, .split_lists = true}, pool);
+    static_assert(frugal::rag::rag_parallel_retriever<decltype(sliced), frugal::thread_pool>);
     const auto a = frugal::sim::schedule_rag(reqs, gen, serial), b = frugal::sim::schedule_rag(reqs, gen2, parallel);
+    const auto c = frugal::sim::schedule_rag(reqs, gen3, sliced);
     for (std::size_t i = 0; i < reqs.size(); ++i) {
         EXPECT_EQ(a.requests[i].state.retrieved, b.requests[i].state.retrieved) << "request " << i;
+        EXPECT_EQ(a.requests[i].state.retrieved, c.requests[i].state.retrieved) << "request " << i;
         EXPECT_EQ(a.requests[i].finish, b.requests[i].finish) << "request " << i;  // estimated times: equal
+        EXPECT_EQ(a.requests[i].finish, c.requests[i].finish) << "request " << i;
     }
     EXPECT_THROW(frugal::rag::ivf_retriever(ix, embed, {.nprobe = 17}), frugal::invalid_argument);
 }

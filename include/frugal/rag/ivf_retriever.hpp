@@ -4,6 +4,7 @@
 /// `retrieve::ivf_index` (ivf_flat, frugal::faiss::ivf_adapter, your own) becomes a
 /// `rag_retriever` given an embedder that turns a request's state into its query vector.
 
+#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -37,8 +38,11 @@ concept rag_embedder = std::invocable<const E&, const rag_state&, const rag_node
 /// estimated search cost `per_list_ms + per_vector_ms * list_size` (what sub-stage budgets,
 /// Eq. 1, are cut by); whether `search` reports the measured wall-clock time of the batch
 /// (`measure`, for serving) or the sum of the estimates (deterministic, for planning and
-/// tests); and how many of the executor's workers search a batch's queries (`threads`, 0:
-/// all of them).
+/// tests); how many of the executor's workers search a batch (`threads`, 0: all of them);
+/// and what one work item is: a query (`split_lists` false: FAISS's default, a call with
+/// one query runs on one worker) or a slice of one query's lists (true: HedraRAG's
+/// cluster-level split, every worker busy even for one query; the slices' heaps are merged
+/// into the query's, so results do not change).
 /// @code
 /// frugal::rag::ivf_retriever retriever(index, embed, {.nprobe = 32, .measure = false});
 /// @endcode
@@ -47,6 +51,7 @@ struct ivf_retriever_options {
     double per_list_ms = 0.002, per_vector_ms = 2.5e-4;
     bool measure = true;
     std::size_t threads = 0;
+    bool split_lists = false;
 };
 
 /// A `rag_retriever` over any `retrieve::ivf_index`: `query_of` embeds the state, `probe`
@@ -90,12 +95,40 @@ public:
     [[nodiscard]] double cluster_time(std::size_t c) const {
         return opt_.per_list_ms + opt_.per_vector_ms * static_cast<double>(index_.list_size(c));
     }
-    double search(std::span<const retrieval_slot<std::vector<float>>> batch) {
+    /// Searches the batch on the retriever's executor.
+    double search(std::span<const retrieval_slot<std::vector<float>>> batch) { return search(batch, *ex_); }
+    /// Searches the batch on `ex` (the runtime passes the executor it was given).
+    template <executor X>
+    double search(std::span<const retrieval_slot<std::vector<float>>> batch, X& ex) {
         const auto start = std::chrono::steady_clock::now();
-        parallel_for(*ex_, batch.size(), opt_.threads == 0 ? ex_->concurrency() : opt_.threads,
-                     [&](std::size_t i, std::size_t) {
-                         index_.search_lists(*batch[i].query, batch[i].clusters, *batch[i].results);
-                     });
+        const std::size_t workers = opt_.threads == 0 ? ex.concurrency() : opt_.threads;
+        if (!opt_.split_lists) {
+            parallel_for(ex, batch.size(), workers, [&](std::size_t i, std::size_t) {
+                index_.search_lists(*batch[i].query, batch[i].clusters, *batch[i].results);
+            });
+        } else {
+            // Slices of about a quarter of a worker's share of the lists, each into a heap of
+            // its own, merged into its query's heap afterwards.
+            std::size_t total = 0;
+            for (const auto& s : batch) total += s.clusters.size();
+            const std::size_t per = std::max<std::size_t>(1, total / (4 * std::max<std::size_t>(1, workers)));
+            struct slice {
+                std::size_t slot, begin, end;
+            };
+            std::vector<slice> slices;
+            for (std::size_t i = 0; i < batch.size(); ++i)
+                for (std::size_t b = 0; b < batch[i].clusters.size(); b += per)
+                    slices.push_back({i, b, std::min(batch[i].clusters.size(), b + per)});
+            std::vector<retrieve::top_k> heaps;
+            heaps.reserve(slices.size());
+            for (const slice& sl : slices) heaps.emplace_back(batch[sl.slot].results->k());
+            parallel_for(ex, slices.size(), workers, [&](std::size_t i, std::size_t) {
+                const slice& sl = slices[i];
+                index_.search_lists(*batch[sl.slot].query, batch[sl.slot].clusters.subspan(sl.begin, sl.end - sl.begin),
+                                    heaps[i]);
+            });
+            for (std::size_t i = 0; i < slices.size(); ++i) batch[slices[i].slot].results->merge(heaps[i]);
+        }
         if (!opt_.measure) {
             double estimate = 0.0;
             for (const auto& s : batch)

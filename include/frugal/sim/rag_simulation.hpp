@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <span>
 #include <utility>
@@ -122,7 +123,10 @@ static_assert(rag::rag_previewing_generator<simulated_generator> && rag::rag_sto
 /// 38 M / 4096; scanning a list costs `per_cluster_ms + per_vector_ms * size` on one core
 /// (4 KB per vector at ~16 GB/s of per-core bandwidth), and a batch of (query, cluster)
 /// scans spreads over `threads` cores (memory bandwidth limits useful threads to ~32), so
-/// a call costs overhead + work / min(threads, scans). The probe list of a query is the
+/// a call costs overhead + work / min(threads, scans). With `parallel_scans` off a call is
+/// split by query only, as FAISS's IVF search is by default (the paper's baseline): a query's
+/// scans stay on one thread, so a call costs overhead + the longest of the threads' loads
+/// when its queries go, longest first, to the least loaded thread. The probe list of a query is the
 /// nprobe clusters with the smallest hashed "centroid distance"; candidates in a cluster lie
 /// a little beyond that distance, so nearer clusters tend to hold the final top-k, as in IVF.
 /// `request_similarity` (0 by default) weighs a per-request topic into every distance, so a
@@ -143,6 +147,9 @@ public:
         std::uint64_t seed = 7;
         double request_similarity = 0.0;
         std::uint64_t query_buckets = 0;
+        bool parallel_scans = true;
+        /// The lists' sizes (`lists` of them), instead of the log-normal draw: a real index's.
+        std::vector<std::size_t> list_sizes = {};
     };
     simulated_retriever() : simulated_retriever(config{}) {}
     explicit simulated_retriever(const config& c) : c_(c) {
@@ -152,6 +159,12 @@ public:
                      ", candidates ", c.candidates_per_cluster);
         FRUGAL_CHECK(c.request_similarity >= 0.0 && c.request_similarity <= 1.0, "simulated_retriever: request_similarity ",
                      c.request_similarity, " is outside [0, 1]");
+        if (!c.list_sizes.empty()) {
+            FRUGAL_CHECK(c.list_sizes.size() == c.lists, "simulated_retriever: ", c.list_sizes.size(), " list sizes for ",
+                         c.lists, " lists");
+            sizes_ = c.list_sizes;
+            return;
+        }
         std::mt19937_64 rng(c.seed);
         const double mu = std::log(static_cast<double>(c.mean_list_size)) - c.list_size_sigma * c.list_size_sigma / 2;
         std::lognormal_distribution<double> size(mu, c.list_size_sigma);
@@ -189,17 +202,27 @@ public:
     double search(std::span<const rag::retrieval_slot<std::uint64_t>> batch) {
         double work = 0.0;
         std::size_t scans = 0;
-        for (const auto& s : batch)
+        std::vector<double> per_query;
+        for (const auto& s : batch) {
+            double q = 0.0;
             for (std::size_t c : s.clusters) {
                 FRUGAL_CHECK_AS(frugal::out_of_range, c < c_.lists, "simulated_retriever: cluster ", c, " >= ", c_.lists);
-                work += scan_ms(c);
+                q += scan_ms(c);
                 ++scans;
                 const double base = centroid_distance(*s.query, c);
                 for (std::size_t j = 0; j < c_.candidates_per_cluster; ++j)
                     s.results->offer(static_cast<float>(base + 0.5 * candidate_offset(*s.query, c, j)), c * 1000003ULL + j);
             }
-        return scans == 0 ? 0.0
-                          : c_.call_overhead_ms + work / static_cast<double>(std::min(c_.threads, scans));
+            work += q;
+            if (q > 0.0) per_query.push_back(q);
+        }
+        if (scans == 0) return 0.0;
+        if (c_.parallel_scans) return c_.call_overhead_ms + work / static_cast<double>(std::min(c_.threads, scans));
+        // Longest query first to the least loaded thread (LPT): the call's makespan.
+        std::sort(per_query.begin(), per_query.end(), std::greater<>());
+        std::vector<double> load(std::min(c_.threads, per_query.size()), 0.0);
+        for (double q : per_query) *std::min_element(load.begin(), load.end()) += q;
+        return c_.call_overhead_ms + *std::max_element(load.begin(), load.end());
     }
 
 private:
