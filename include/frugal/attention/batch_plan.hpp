@@ -90,7 +90,7 @@ struct batch_shape {
 /// A CPU then walks each page once for all heads (with NHD pools whole token rows instead
 /// of `head_dim`-element pieces), and split-KV cuts sequences finer for the same number of
 /// items; the result is the same up to the split's merge rounding (bitwise for the same
-/// split). Device backends want one item per KV head: the CUDA adapter needs it off.
+/// split). A GPU wants one item per KV head (`cuda::plan_batch` turns it off); it runs either.
 /// @code
 /// frugal::attention::batch_options opt{.mask = frugal::attention::attention_mask::causal(),
 ///                                      .dtype = frugal::attention::storage_dtype::bf16, .threads = 2};
