@@ -569,6 +569,10 @@ public:
                                                       : at_most(what + ": |simulated / real rate - 1|",
                                                                 std::abs(*v - 1.0), "", 0.2));
             }
+        for (const char* wf : {"one-shot", "hyde", "multistep"})  // part (a): the paper's 32-thread machine
+            if (auto v = find_number(sec.records, {{"workflow", wf}, {"kind", "summary"}}, "wavefront_over_naive_async"))
+                sec.headlines.push_back(untargeted(std::string(wf) + ", wavefront (simulation, 32 threads, nprobe 256)",
+                                                   *v, "naive_async"));
         if (auto v = find_number(sec.records, {{"kind", "decision"}}, "decision_us_per_batch"))
             sec.headlines.push_back(ctx.quick ? untargeted("decision time per batch, 256 requests in flight (us)", *v, "")
                                               : at_most("decision time per batch, 256 requests in flight (us)", *v, "",
