@@ -83,12 +83,15 @@
 #include "frugal/schedule/timeline.hpp"
 
 // rag
+#include "frugal/rag/clock.hpp"
 #include "frugal/rag/cluster_order.hpp"
+#include "frugal/rag/engine.hpp"
 #include "frugal/rag/hot_set.hpp"
 #include "frugal/rag/ivf_retriever.hpp"
+#include "frugal/rag/runtime.hpp"
+#include "frugal/rag/scheduler.hpp"
 #include "frugal/rag/substage.hpp"
 #include "frugal/rag/tiered_ivf.hpp"
-#include "frugal/rag/scheduler.hpp"
 #include "frugal/rag/workflow.hpp"
 
 // retrieve
