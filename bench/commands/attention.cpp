@@ -29,6 +29,7 @@
 #include <frugal/sim/staged_attention.hpp>
 
 #include "harness.hpp"
+#include "serve_batch.hpp"
 #ifdef FRUGAL_BENCH_HAVE_CUDA
 #include "cuda/attention_gpu.hpp"
 #endif
@@ -265,27 +266,6 @@ struct serve_workload {
     bool causal = false;          // prefill: causal mask (decode and mixed are always causal)
 };
 
-// The batch: KV lengths, query lengths, and the mask. Prefill sequences are new (q_len =
-// kv_len); decode has one query per sequence; mixed alternates decodes and prefill chunks
-// (the last `chunk` tokens of a sequence are new).
-struct serve_batch {
-    std::vector<std::size_t> kv_lens, q_lens, qo_indptr{0};
-    attention::attention_mask mask;
-    explicit serve_batch(const serve_workload& w) {
-        std::mt19937 rng(7);
-        const double lo = double(w.kv_len) * (1 - w.spread), hi = double(w.kv_len) * (1 + w.spread);
-        std::uniform_real_distribution<double> len(lo, hi);
-        for (std::size_t s = 0; s < w.batch; ++s) {
-            const auto n = std::max<std::size_t>(1, w.spread > 0 ? std::size_t(std::llround(len(rng))) : w.kv_len);
-            kv_lens.push_back(n);
-            const bool prefill = w.mode == "prefill" || (w.mode == "mixed" && s % 2 == 1);
-            q_lens.push_back(!prefill ? 1 : w.mode == "mixed" ? std::min(n, w.chunk) : n);
-            qo_indptr.push_back(qo_indptr.back() + q_lens.back());
-        }
-        mask = w.mode == "prefill" && !w.causal ? attention::attention_mask::none() : attention::attention_mask::causal();
-    }
-};
-
 // A page pool holding every sequence's K/V in storage type T: pages of `page_size`
 // tokens handed out in a shuffled order (as a serving engine's allocator leaves them), or
 // one page per sequence (contiguous KV).
@@ -398,7 +378,7 @@ double process_cpu_ms() {
 template <class T>
 std::vector<record> serve_compare(const serve_workload& w, const std::vector<std::string>& impls, bool with_check,
                                   double min_seconds) {
-    const serve_batch b(w);
+    const serve_batch b(w.mode, w.batch, w.kv_len, w.spread, w.chunk, w.causal);
     const std::size_t hq = w.heads, hkv = w.kv_heads == 0 ? w.heads : w.kv_heads, d = w.d;
     const std::size_t tokens = b.qo_indptr.back();
     const auto want = [&](const char* name) {

@@ -1,4 +1,5 @@
 #include "cuda/attention_gpu.hpp"
+#include "serve_batch.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -127,25 +128,6 @@ struct gemm_roofline {
     }
 };
 
-// The CPU bench's batch: KV lengths uniform in kv_len [1 - spread, 1 + spread] (seed 7), one
-// query per decode, mixed alternating decodes and prefill chunks.
-struct serve_batch {
-    std::vector<std::size_t> kv_lens, q_lens, qo_indptr{0};
-    attention::attention_mask mask;
-    explicit serve_batch(const workload& w) {
-        std::mt19937 rng(7);
-        std::uniform_real_distribution<double> len(double(w.kv_len) * (1 - w.spread), double(w.kv_len) * (1 + w.spread));
-        for (std::size_t s = 0; s < w.batch; ++s) {
-            const auto n = std::max<std::size_t>(1, w.spread > 0 ? std::size_t(std::llround(len(rng))) : w.kv_len);
-            kv_lens.push_back(n);
-            const bool prefill = w.mode == "prefill" || (w.mode == "mixed" && s % 2 == 1);
-            q_lens.push_back(!prefill ? 1 : w.mode == "mixed" ? std::min(n, w.chunk) : n);
-            qo_indptr.push_back(qo_indptr.back() + q_lens.back());
-        }
-        mask = w.mode == "prefill" && !w.causal ? attention::attention_mask::none() : attention::attention_mask::causal();
-    }
-};
-
 // float64 attention of one query row against keys/values read through `key(j, c)`, `value(j, c)`.
 template <class K, class V>
 std::vector<double> reference_row(const std::vector<double>& q, std::size_t keys, const attention::attention_mask& mask,
@@ -183,7 +165,7 @@ record base_record(const workload& w, const cuda::device_properties& props, cons
 // Decode and mixed batches: the batch kernel over shuffled pages, against a copy of the K/V bytes.
 template <class T>
 std::vector<record> run_batch(const workload& w, const cuda::device_properties& props) {
-    const serve_batch b(w);
+    const serve_batch b(w.mode, w.batch, w.kv_len, w.spread, w.chunk, w.causal);
     const std::size_t hq = w.heads, hkv = w.kv_heads, d = w.d, tokens = b.qo_indptr.back();
     std::vector<std::int32_t> indptr{0}, indices, last;
     for (std::size_t n : b.kv_lens) {
@@ -274,7 +256,7 @@ std::vector<record> run_batch(const workload& w, const cuda::device_properties& 
 // Prefill: the tiled kernel per sequence over head-major Q/K/V, against cuBLAS.
 template <class T>
 std::vector<record> run_prefill(const workload& w, const cuda::device_properties& props) {
-    const serve_batch b(w);
+    const serve_batch b(w.mode, w.batch, w.kv_len, w.spread, w.chunk, w.causal);
     const std::size_t hq = w.heads, hkv = w.kv_heads, d = w.d;
     struct sequence {
         cuda::device_buffer<T> q, k, v, out;

@@ -9,6 +9,7 @@ import frugal
 from frugal import attention as att
 from frugal import cache, draft, prune
 from frugal import schedule as sch
+from id_reranker import IdReranker
 
 BUSY = "used from two threads at once"
 
@@ -250,35 +251,24 @@ def test_prefix_tree_callbacks_may_raise_or_reenter():
         tree.on_evict = 5
 
 
-class Model:
-    layers = 2
-
-    def embed(self, ids):
-        pass
-
-    def forward(self, layer, ids):
-        pass
-
-    def score(self, ids):
-        return ids.astype(np.float32)
 
 
 def test_a_model_that_reenters_its_pruner_gets_the_busy_error():
     pruner = prune.ClusterPruner()
 
-    class Reentrant(Model):
+    class Reentrant(IdReranker):
         def forward(self, layer, ids):
-            prune.progressive_rank(Model(), 4, 2, pruner)
+            prune.progressive_rank(IdReranker(), 4, 2, pruner)
 
     with pytest.raises(frugal.RuntimeFailureError, match=f"progressive_rank: {BUSY}"):
         prune.progressive_rank(Reentrant(), 4, 2, pruner)
-    assert sorted(prune.progressive_rank(Model(), 4, 2, pruner).top.tolist()) == [2, 3]  # free again
+    assert sorted(prune.progressive_rank(IdReranker(), 4, 2, pruner).top.tolist()) == [2, 3]  # free again
 
 
 @pytest.mark.parametrize("layers, error", [(-1, "model.layers = -1"), (2**70, f"model.layers = {2**70}"),
                                            ("two", "model.layers must be an int")])
 def test_model_layers_out_of_range_are_named(layers, error):
-    class Bad(Model):
+    class Bad(IdReranker):
         pass
     Bad.layers = layers
     with pytest.raises((ValueError, TypeError), match=error):
@@ -286,11 +276,11 @@ def test_model_layers_out_of_range_are_named(layers, error):
 
 
 def test_model_scores_that_are_not_numbers():
-    class Strings(Model):
+    class Strings(IdReranker):
         def score(self, ids):
             return ["a"] * len(ids)
 
-    class NaN(Model):
+    class NaN(IdReranker):
         def score(self, ids):
             return np.full(len(ids), np.nan)
 

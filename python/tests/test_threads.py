@@ -21,6 +21,7 @@ import frugal
 from frugal import attention as att
 from frugal import cache, draft, prune
 from frugal import schedule as sch
+from id_reranker import IdReranker
 
 BUSY = "used from two threads at once"
 ARGUMENT_ERRORS = (frugal.InvalidArgumentError, frugal.OutOfRangeError, KeyError)
@@ -249,18 +250,6 @@ def verify_result_case():
     return SHARED, r, members(r, {"_properties": ("accepted", "bonus", "path")})
 
 
-class Reranker:
-    """A two-layer model whose scores are its candidates' ids."""
-    layers = 2
-
-    def embed(self, ids):
-        pass
-
-    def forward(self, layer, ids):
-        pass
-
-    def score(self, ids):
-        return ids.astype(np.float32)
 
 
 def trajectory_set():
@@ -276,7 +265,7 @@ def calibration_case():
 def chunk_planning_case():
     cp = prune.ChunkPlanning(per_token_seconds=1e-6, min_chunk_seconds=1e-5, intermediate_bytes_per_token=4,
                              next_layer_load_seconds=1e-4, memory_limit_bytes=1 << 20)
-    return SHARED, cp, {"progressive_rank": lambda: prune.progressive_rank(Reranker(), 6, 2, prune.ClusterPruner(),
+    return SHARED, cp, {"progressive_rank": lambda: prune.progressive_rank(IdReranker(), 6, 2, prune.ClusterPruner(),
                                                                            planning=cp)}
 
 
@@ -284,7 +273,7 @@ def pruner_case():
     p = prune.ClusterPruner(threshold=0.1)
     scores = np.array([1, 2, 3, 10, 11, 12], np.float32)
     calls = {"decide": lambda: p.decide(scores, 3), "reset": p.reset,
-             "progressive_rank": lambda: prune.progressive_rank(Reranker(), 6, 2, p), "_properties": ("options",)}
+             "progressive_rank": lambda: prune.progressive_rank(IdReranker(), 6, 2, p), "_properties": ("options",)}
     return FLAGGED, p, members(p, calls)
 
 
@@ -318,7 +307,7 @@ def kmeans_result_case():
 
 
 def ranking():
-    return prune.progressive_rank(Reranker(), 6, 2, prune.ClusterPruner())
+    return prune.progressive_rank(IdReranker(), 6, 2, prune.ClusterPruner())
 
 
 def layer_stats_case():

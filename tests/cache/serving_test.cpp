@@ -19,6 +19,8 @@
 
 #include <gtest/gtest.h>
 
+#include "frugal_test_errors.hpp"
+
 #include <frugal/cache/embedding_row_cache.hpp>
 #include <frugal/cache/gdsf_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>
@@ -41,16 +43,6 @@ struct fake_clock {
         return [this] { return now; };
     }
 };
-
-template <class Ex>
-std::string message_of(auto&& f) {
-    try {
-        f();
-    } catch (const Ex& e) {
-        return e.what();
-    }
-    return "(no exception)";
-}
 
 template <class C>
 concept can_expire = requires(C& c) { c.set_expiry(fc::expiry{}); };
@@ -159,7 +151,7 @@ TEST(CacheReliability, SizesThatWouldWrapAreRefused) {
 TEST(CacheReliability, NonFiniteCostsAreRefusedAndZeroWeightsKeepTheClockFinite) {
     fc::gdsf_cache<int, int> g(4);
     const std::string nan_msg =
-        message_of<frugal::invalid_argument>([&] { g.put(1, 1, std::numeric_limits<double>::quiet_NaN()); });
+        frugal::testing::error_of<frugal::invalid_argument>([&] { g.put(1, 1, std::numeric_limits<double>::quiet_NaN()); });
     EXPECT_NE(nan_msg.find("miss cost nan"), std::string::npos) << nan_msg;
     EXPECT_THROW(g.put(1, 1, std::numeric_limits<double>::infinity()), frugal::invalid_argument);
     EXPECT_THROW(g.put(1, 1, -1.0), frugal::invalid_argument);
@@ -413,7 +405,7 @@ TEST_F(CacheFiles, PrefixTreeSaveLeavesNoTemporaryAndLoadRejectsWrappingSizes) {
     std::memcpy(bytes.data() + bytes.size() - 8, &sum, 8);
     write(dir / "wrap.bin", bytes);
     tree u(frugal::memory_budget(100));
-    const std::string msg = message_of<frugal::runtime_error>([&] { u.load(dir / "wrap.bin"); });
+    const std::string msg = frugal::testing::error_of<frugal::runtime_error>([&] { u.load(dir / "wrap.bin"); });
     EXPECT_NE(msg.find("more than 100 bytes"), std::string::npos) << msg;
     EXPECT_EQ(u.size(), 0u);
 }
@@ -445,9 +437,9 @@ TEST(EmbeddingRowCache, AFailedReadKeepsItsSlot) {
 TEST_F(CacheFiles, EmbeddingRowCacheRefusesSizesThatWrap) {
     const auto file = dir / "rows.f32";
     write(file, std::string(64, '\0'));
-    const std::string cols = message_of<frugal::invalid_argument>([&] { fc::row_file(file, std::size_t{1} << 62); });
+    const std::string cols = frugal::testing::error_of<frugal::invalid_argument>([&] { fc::row_file(file, std::size_t{1} << 62); });
     EXPECT_NE(cols.find("bytes of a row"), std::string::npos) << "issue 23, item 3: " << cols;
-    const std::string cap = message_of<frugal::invalid_argument>(
+    const std::string cap = frugal::testing::error_of<frugal::invalid_argument>(
         [&] { fc::embedding_row_cache<fc::row_file> c(fc::row_file(file, 4), std::numeric_limits<std::size_t>::max()); });
     EXPECT_NE(cap.find("capacity + 1"), std::string::npos) << cap;
 }

@@ -22,6 +22,7 @@
 #include "frugal/core/thread_pool.hpp"
 #include "frugal/rag/runtime.hpp"
 #include "frugal/rag/scheduler.hpp"
+#include "frugal/sim/rag_event_loop.hpp"
 #include "frugal/sim/rag_simulation.hpp"
 #include "frugal_test_errors.hpp"
 #include "rag_oracle.hpp"
@@ -96,6 +97,7 @@ private:
     std::atomic<bool> overlapped_{false};
 };
 static_assert(frugal::rag::rag_ordered_retriever<timed_retriever>);
+static_assert(frugal::rag::rag_clock<frugal::sim::rag_event_loop<timed_generator, timed_retriever>>);
 
 struct workflows {
     frugal::rag::rag_graph one = frugal::rag::one_shot_workflow(), hyde = frugal::rag::hyde_workflow(),

@@ -159,8 +159,8 @@ public:
         FRUGAL_CHECK(!std::isnan(opt_.stage_timeout_ms) && opt_.stage_timeout_ms > 0.0, "rag_runtime: stage timeout ",
                      opt_.stage_timeout_ms, " ms (must be > 0)");
         start_ = clock_.now_ms();
-        generation_ = std::jthread([this](std::stop_token s) { generation_loop(s); });
-        retrieval_ = std::jthread([this](std::stop_token s) { retrieval_loop(s); });
+        generation_ = std::jthread([this] { generation_loop(); });
+        retrieval_ = std::jthread([this] { retrieval_loop(); });
     }
     rag_runtime(const rag_runtime&) = delete;
     rag_runtime& operator=(const rag_runtime&) = delete;
@@ -346,16 +346,16 @@ private:
 
     // Waits (lock held) until `work` holds, the runtime stops, or a deadline is due.
     template <class Work>
-    bool wait_for_work(std::unique_lock<std::mutex>& lock, const std::stop_token& stop, Work work,
+    bool wait_for_work(std::unique_lock<std::mutex>& lock, Work work,
                        std::vector<delivery>& out) {
         while (true) {
             const double next = expire(clock_.now_ms());
             collect(out);
             admit(out);
             if (!out.empty()) return true;  // deliver first, then come back
-            if (stop.stop_requested() || stopping_) return false;
+            if (stopping_) return false;
             if (work()) return true;
-            const auto pred = [&] { return stopping_ || stop.stop_requested() || work(); };
+            const auto pred = [&] { return stopping_ || work(); };
             if (std::isfinite(next)) {
                 const auto until = clock_.epoch + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                       std::chrono::duration<double, std::milli>(next));
@@ -366,13 +366,13 @@ private:
         }
     }
 
-    void generation_loop(std::stop_token stop) {
+    void generation_loop() {
         std::vector<delivery> out;
         while (true) {
             std::optional<generation_batch> b;
             {
                 std::unique_lock lock(mutex_);
-                if (!wait_for_work(lock, stop, [&] { return core_.generation_work(); }, out)) return;
+                if (!wait_for_work(lock, [&] { return core_.generation_work(); }, out)) return;
                 if (out.empty()) b = core_.next_generation_batch(clock_.now_ms());
                 ++delivering_;
             }
@@ -402,13 +402,13 @@ private:
         }
     }
 
-    void retrieval_loop(std::stop_token stop) {
+    void retrieval_loop() {
         std::vector<delivery> out;
         while (true) {
             std::optional<retrieval_batch<rag_query_t<R>>> b;
             {
                 std::unique_lock lock(mutex_);
-                if (!wait_for_work(lock, stop, [&] { return core_.retrieval_work(); }, out)) return;
+                if (!wait_for_work(lock, [&] { return core_.retrieval_work(); }, out)) return;
                 if (out.empty()) b = core_.next_retrieval_batch(clock_.now_ms());
                 ++delivering_;
             }
@@ -445,9 +445,6 @@ private:
             std::lock_guard lock(mutex_);
             stopping_ = true;
         }
-        wake_.notify_all();
-        generation_.request_stop();
-        retrieval_.request_stop();
         wake_.notify_all();
         generation_.join();
         retrieval_.join();

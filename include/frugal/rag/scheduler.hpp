@@ -389,15 +389,7 @@ public:
         tick(now, "generation_failed");
         check_batch(b.id, gpu_, "generation_failed");
         gpu_ = {};
-        std::vector<std::size_t> members;
-        for (const auto& s : b.slots) members.push_back(s.request);
-        notify(rag_trace_event::kind::failed, b.id, 0.0, members, {});
-        for (std::size_t id : members) {
-            live& l = at(id);
-            l.gen.busy = false;
-            fail(l, error, "the generator failed");
-            end(l);
-        }
+        fail_batch(b.id, b.slots, &live::gen, error, "the generator failed");
     }
 
     /// The next retrieval batch, when the retrieval side is free (nullopt: nothing to run now).
@@ -477,15 +469,7 @@ public:
         tick(now, "retrieval_failed");
         check_batch(b.id, cpu_, "retrieval_failed");
         cpu_ = {};
-        std::vector<std::size_t> members;
-        for (const auto& s : b.slots) members.push_back(s.request);
-        notify(rag_trace_event::kind::failed, b.id, 0.0, members, {});
-        for (std::size_t id : members) {
-            live& l = at(id);
-            l.ret.busy = false;
-            fail(l, error, "the retriever failed");
-            end(l);
-        }
+        fail_batch(b.id, b.slots, &live::ret, error, "the retriever failed");
     }
 
     /// Ends request `id` with `why` (cancelled or timed out) and `reason`; its generation is
@@ -652,6 +636,20 @@ private:
             end(l);
         } catch (...) {
             fail(l, std::current_exception(), "an unknown exception");
+            end(l);
+        }
+    }
+    // A batch of one side threw: its members (their `Part` no longer busy) fail with `error`.
+    template <class Slots, class Part>
+    void fail_batch(std::uint64_t batch, const Slots& slots, Part live::*part, const std::exception_ptr& error,
+                    const char* reason) {
+        std::vector<std::size_t> members;
+        for (const auto& s : slots) members.push_back(s.request);
+        notify(rag_trace_event::kind::failed, batch, 0.0, members, {});
+        for (std::size_t id : members) {
+            live& l = at(id);
+            (l.*part).busy = false;
+            fail(l, error, reason);
             end(l);
         }
     }

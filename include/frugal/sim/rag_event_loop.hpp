@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "frugal/core/error.hpp"
-#include "frugal/rag/clock.hpp"
 #include "frugal/rag/scheduler.hpp"
 #include "frugal/rag/workflow.hpp"
 
@@ -130,7 +129,7 @@ public:
 
     /// The clock: the time of the last event run (ms).
     [[nodiscard]] double now() const noexcept { return now_; }
-    /// The same, as a `rag::rag_clock`.
+    /// The same, as a `rag::rag_clock` (rag/clock.hpp).
     [[nodiscard]] double now_ms() const noexcept { return now_; }
     /// Requests submitted and not yet ended.
     [[nodiscard]] std::size_t in_flight() const noexcept { return core_.in_flight() + arrivals_.size(); }
