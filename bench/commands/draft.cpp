@@ -27,6 +27,7 @@
 #include <frugal/sim/prompt_lookup.hpp>
 
 #include "../../tests/draft/replay.hpp"  // the .tok reader and replay loop the tests also use
+#include "draft_serving.hpp"
 #include "harness.hpp"
 
 namespace frugal::bench {
@@ -575,8 +576,8 @@ public:
     int report_order() const override { return 20; }
     void configure(CLI::App& app) override {
         app.add_option("--data", data_, "token file (.tok); default: a generated, seeded workload");
-        app.add_option("--drafter", opt_.drafter, "sam | sam-tree | pld | all")
-            ->check(CLI::IsMember({"sam", "sam-tree", "pld", "all"}))
+        app.add_option("--drafter", opt_.drafter, "sam | sam-tree | pld | auto (with --cost-model) | all")
+            ->check(CLI::IsMember({"sam", "sam-tree", "pld", "auto", "all"}))
             ->capture_default_str();
         app.add_option("--max-draft", opt_.max_draft, "K: longest draft")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--tree-budget", opt_.tree_budget, "most tokens in a sam-tree draft")
@@ -603,6 +604,14 @@ public:
         app.add_option("--seed", seed_, "generated workload seed")->capture_default_str();
         app.add_flag("--acceptance", acceptance_,
                      "acceptance rate of drafted tokens by match length, continuation count and share");
+        app.add_option("--cost-model", cost_model_,
+                       "replay as serving batches under this verification cost (h100-7b, cpu-1b): speedup over no "
+                       "speculation per drafter and batch, auto = the cost-aware draft size, and the calibration")
+            ->check(CLI::IsMember({"h100-7b", "cpu-1b"}));
+        app.add_option("--batch", batches_, "batch sizes with --cost-model (comma-separated)")
+            ->delimiter(',')
+            ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
+            ->capture_default_str();
         app.add_flag("--scaling", scaling_, "per-step draft latency at contexts of 1k..1M tokens, sam vs pld");
     }
     int run(result_sink& sink) override {
@@ -619,6 +628,19 @@ public:
             for (auto& r : acceptance_records(data, opt_)) sink.add(std::move(r));
             return 0;
         }
+        if (!cost_model_.empty()) {
+            serving_settings s{.cost_name = cost_model_,
+                               .cost = named_cost_model(cost_model_),
+                               .batches = batches_,
+                               .max_draft = opt_.max_draft,
+                               .tree_budget = opt_.tree_budget,
+                               .tree_depth = opt_.tree_depth,
+                               .history = opt_.history};
+            if (opt_.drafter != "all") s.drafters = {opt_.drafter};
+            for (auto& r : serving_records(data, s)) sink.add(std::move(r));
+            return 0;
+        }
+        if (opt_.drafter == "auto") throw CLI::ValidationError("--drafter", "auto needs --cost-model");
         if (concurrency_ != 0) {
             if (data.empty()) throw CLI::ValidationError("--concurrency", "the data has no records");
             const std::vector<std::string> kinds = opt_.drafter == "all" || opt_.drafter == "pld"
@@ -693,7 +715,8 @@ public:
     }
 
 private:
-    std::string data_, history_ = "on", backoff_ = "on", reuse_ = "off";
+    std::string data_, history_ = "on", backoff_ = "on", reuse_ = "off", cost_model_;
+    std::vector<std::size_t> batches_{1, 8, 32, 64};
     options opt_;
     std::size_t records_ = 400, concurrency_ = 0, history_tokens_ = std::size_t{1} << 20;
     std::uint32_t seed_ = 1;

@@ -10,6 +10,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "frugal/core/error.hpp"
+#include "frugal/draft/acceptance_calibrator.hpp"
+#include "frugal/draft/draft_size.hpp"
 #include "frugal/draft/history.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 #include "frugal/draft/verify.hpp"
@@ -68,6 +71,13 @@ struct drafter_config {
 /// draft the match is longer by the drafted tokens, so a long copy gets more, not less,
 /// confident. `chain()` follows the most probable token, `tree()` expands the most probable
 /// paths best-first; both stop below `min_path_score`.
+///
+/// Sized for serving: `chain(cost)` and `tree(cost)` keep only the part of the draft that
+/// pays for its verification under the engine's `verification_cost` (`choose_draft_size`),
+/// with the probabilities of an optional `acceptance_calibrator`, which the drafter then
+/// also teaches: each accepted token decides the nodes of the earlier drafts it reaches
+/// (the drafted tokens at its position under the path accepted so far), which are
+/// reported to it as the token arrives.
 /// @code
 /// frugal::draft::drafter<int> d({.max_draft = 16}, &history);
 /// d.begin(prompt);
@@ -80,9 +90,10 @@ struct drafter_config {
 template <std::integral Token>
 class drafter {
 public:
-    /// A drafter with `config` and, optionally, a history that must outlive it.
-    explicit drafter(drafter_config config = {}, const live_history<Token>* history = nullptr)
-        : config_(config), history_(history) {
+    /// A drafter with `config` and, optionally, a history and a calibrator that must outlive it.
+    explicit drafter(drafter_config config = {}, const live_history<Token>* history = nullptr,
+                     acceptance_calibrator* calibrator = nullptr)
+        : config_(config), history_(history), calibrator_(calibrator) {
         FRUGAL_CHECK(config_.max_draft >= 1, "drafter: max_draft must be >= 1, got ", config_.max_draft);
         FRUGAL_CHECK(config_.tree_depth >= 1, "drafter: tree_depth must be >= 1, got ", config_.tree_depth);
         FRUGAL_CHECK(config_.tree_budget >= 1 && config_.tree_budget <= max_tree_budget,
@@ -107,6 +118,7 @@ public:
     /// @endcode
     void begin(std::span<const Token> prompt) {
         for (Token t : prompt) check_token(t);
+        watched_.clear();
         context_.clear();
         context_.reserve(prompt.size() + 1024);
         snapshot_.reset();
@@ -123,6 +135,7 @@ public:
     /// @endcode
     void accept(std::span<const Token> tokens) {
         for (Token t : tokens) check_token(t);
+        if (!watched_.empty()) follow(tokens);
         track_resume(tokens);
         context_.append(tokens);  // one batch: shared suffix-link paths are updated once
         for (auto& m : matchers_)
@@ -152,8 +165,44 @@ public:
             path *= best->p;
             at = step(at, best->token);
         }
+        watch();
         return draft_;
     }
+
+    /// The prefix of `chain()` that pays for its verification under `cost`, given what the
+    /// `rest` of the batch verifies and emits (nothing: this request is the batch); its
+    /// probabilities are the calibrated ones. Valid until the next draft call.
+    /// @code
+    /// const auto& d = drafter.chain(frugal::draft::roofline_cost::h100_7b(), {.tokens = 31, .expected = 31});
+    /// @endcode
+    template <verification_cost C>
+    [[nodiscard]] const draft_tree<Token>& chain(const C& cost, batch_load rest = {}) {
+        (void)chain();
+        return sized(cost, rest);
+    }
+
+    /// The part of `tree()` that pays for its verification under `cost` (its best nodes by
+    /// calibrated path probability), given what the `rest` of the batch verifies and emits.
+    /// Valid until the next draft call.
+    /// @code
+    /// const auto& t = drafter.tree(frugal::draft::roofline_cost::h100_7b());  // a batch of one: deep
+    /// @endcode
+    template <verification_cost C>
+    [[nodiscard]] const draft_tree<Token>& tree(const C& cost, batch_load rest = {}) {
+        (void)tree();
+        return sized(cost, rest);
+    }
+
+    /// The last draft's nodes' probabilities as the calibrator corrects them now (the
+    /// drafter's own without one): per node, `conditional` given its parent and `path`
+    /// from the root.
+    void calibrated(std::vector<double>& conditional, std::vector<double>& path) const {
+        (calibrator_ != nullptr ? calibrator_->table() : acceptance_table{}).calibrate(draft_, conditional, path);
+    }
+    /// The last draft as drafted, before any sizing (what `chain()`/`tree()` returned).
+    [[nodiscard]] const draft_tree<Token>& last_draft() const noexcept { return draft_; }
+    /// The calibrator this drafter reports to (null: none).
+    [[nodiscard]] acceptance_calibrator* calibrator() const noexcept { return calibrator_; }
 
     /// A tree draft of at most `tree_budget` nodes and depth `tree_depth`: the most probable
     /// paths, expanded best-first, flattened as a parent-index array (`draft_tree`). Nodes
@@ -467,6 +516,82 @@ private:
         return node;
     }
 
+    // A draft whose nodes the accepted tokens are deciding: the node they reached.
+    struct watched_draft {
+        std::vector<Token> tokens;
+        std::vector<std::int32_t> parents;
+        std::vector<float> probabilities;
+        std::int32_t at = -1;  // -1: the root
+        std::uint32_t depth = 0;
+    };
+    // Drafts watched at once: each accepted token moves every watched draft one level
+    // down, so drafts of depth <= max_watched are decided before they would be dropped.
+    static constexpr std::size_t max_watched = 64;
+
+    // Watches the new draft (with a calibrator), dropping the oldest if too many are.
+    void watch() {
+        if (calibrator_ == nullptr || draft_.size() == 0) return;
+        if (watched_.size() == max_watched) {
+            spare_.push_back(std::move(watched_.front()));
+            watched_.pop_front();
+        }
+        watched_draft w;
+        if (!spare_.empty()) w = std::move(spare_.back()), spare_.pop_back();
+        w.tokens.assign(draft_.tokens.begin(), draft_.tokens.end());
+        w.parents.assign(draft_.parents.begin(), draft_.parents.end());
+        w.probabilities.assign(draft_.probabilities.begin(), draft_.probabilities.end());
+        w.at = -1;
+        w.depth = 0;
+        watched_.push_back(std::move(w));
+    }
+
+    // Each accepted token decides, in every watched draft, the children of the node the
+    // earlier tokens reached: reported to the calibrator as they are decided (so a long
+    // copy's successes arrive no later than its failures). A draft the tokens leave is done.
+    void follow(std::span<const Token> tokens) {
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < watched_.size(); ++i) {
+            watched_draft& w = watched_[i];
+            bool done = false;
+            for (Token t : tokens) {
+                std::int32_t next = -1;
+                for (std::size_t n = w.at < 0 ? 0 : static_cast<std::size_t>(w.at) + 1; n < w.tokens.size(); ++n) {
+                    if (w.parents[n] != w.at) continue;
+                    const bool accepted = w.tokens[n] == t;
+                    calibrator_->observe(w.probabilities[n], w.depth + 1, accepted);
+                    if (accepted) next = static_cast<std::int32_t>(n);
+                }
+                if (next < 0) {
+                    done = true;
+                    break;
+                }
+                w.at = next;
+                ++w.depth;
+            }
+            if (done) {
+                spare_.push_back(std::move(w));
+            } else if (kept != i) {
+                watched_[kept++] = std::move(w);
+            } else {
+                ++kept;
+            }
+        }
+        watched_.resize(kept);
+    }
+
+    template <verification_cost C>
+    const draft_tree<Token>& sized(const C& cost, batch_load rest) {
+        calibrated(conditional_, path_);
+        std::vector<draft_candidate> candidates(draft_.size());
+        for (std::size_t i = 0; i < draft_.size(); ++i) candidates[i] = {path_[i], 0, static_cast<std::uint32_t>(i)};
+        const std::size_t m =
+            choose_draft_size(std::span(candidates), {rest.tokens + 1, rest.expected + 1.0}, cost);
+        std::vector<char> keep(draft_.size(), 0);
+        for (std::size_t i = 0; i < m; ++i) keep[candidates[i].node] = 1;
+        keep_nodes(draft_, std::span<const char>(keep), std::span<const double>(conditional_), sized_);
+        return sized_;
+    }
+
     const draft_tree<Token>& grow_tree(const draft_tree<Token>* extra) {
         refresh();
         draft_.clear();
@@ -504,6 +629,7 @@ private:
             cursors_[n] = step(c.parent < 0 ? root : cursors_[static_cast<std::size_t>(c.parent)], c.token);
             if (c.depth < config_.tree_depth) push_children(cursors_[n], node, c.score, c.depth);
         }
+        watch();
         return draft_;
     }
 
@@ -526,6 +652,11 @@ private:
 
     drafter_config config_;
     const live_history<Token>* history_;
+    acceptance_calibrator* calibrator_;
+    std::deque<watched_draft> watched_;  // drafts being decided, oldest first
+    std::vector<watched_draft> spare_;   // their buffers, for reuse
+    draft_tree<Token> sized_;
+    std::vector<double> conditional_, path_;
     std::shared_ptr<const history_snapshot<Token>> snapshot_;
     suffix_automaton<Token> context_;
     std::size_t prompt_size_ = 0;

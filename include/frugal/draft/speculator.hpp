@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -16,6 +17,8 @@
 
 #include "frugal/core/error.hpp"
 #include "frugal/core/executor.hpp"
+#include "frugal/draft/acceptance_calibrator.hpp"
+#include "frugal/draft/draft_size.hpp"
 #include "frugal/draft/drafter.hpp"
 #include "frugal/draft/history.hpp"
 #include "frugal/draft/verify.hpp"
@@ -42,6 +45,14 @@ enum class draft_shape {
 /// `append`/`propose` must not run concurrently with each other (the engine's step loop
 /// makes them in turn); `propose` itself runs the batch in parallel.
 ///
+/// Sized for serving: `propose(ids, ex, cost)` drafts each request's tree (or chain), then
+/// keeps, across the whole batch, the nodes that pay for their verification under the
+/// engine's `verification_cost` (`choose_draft_size`): with few requests it drafts deep,
+/// near the cost's knee only what is almost certain, past it nothing. The probabilities it
+/// weighs are calibrated by the speculator's `acceptance_calibrator`, which every request's
+/// drafter teaches from the tokens appended after each draft (`append` after `propose`, as
+/// a step loop does).
+///
 /// Errors (`frugal::invalid_argument`, naming the id): starting an id that is live, using
 /// an id that was never started, using an id that was stopped (the last 4096 stopped ids
 /// are remembered to say so), and an id twice in one batch. A batch is checked before any
@@ -54,13 +65,14 @@ enum class draft_shape {
 /// // verify drafts[0] with the model, then:
 /// spec.append(7, accepted_tokens);
 /// history.add(spec.stop(7));
+/// auto sized = spec.propose(batch_ids, pool, frugal::draft::roofline_cost::h100_7b());  // for serving
 /// @endcode
 template <std::integral Token>
 class speculator {
 public:
     /// Requests drafted with `config` over `history` (optional; it must outlive this).
     explicit speculator(drafter_config config = {}, const live_history<Token>* history = nullptr)
-        : config_(config), history_(history) {
+        : config_(config), history_(history), calibrator_(std::make_unique<acceptance_calibrator>()) {
         (void)drafter<Token>(config_);  // validates the configuration now, not at the first start
     }
 
@@ -70,7 +82,7 @@ public:
     /// @endcode
     void start(request_id id, std::span<const Token> prompt) {
         FRUGAL_CHECK(!requests_.contains(id), "speculator: request ", id, " is already started");
-        drafter<Token> d(config_, history_);
+        drafter<Token> d(config_, history_, calibrator_.get());
         d.begin(prompt);
         requests_.emplace(id, entry{std::move(d), 0});
         stopped_.erase(id);
@@ -95,21 +107,59 @@ public:
     std::span<const draft_tree<Token>* const> propose(std::span<const request_id> ids, E& ex,
                                                      draft_shape shape = draft_shape::tree,
                                                      std::size_t max_workers = 0) {
-        ++batch_;
-        batch_entries_.clear();
-        for (const request_id id : ids) {
-            entry& e = find(id);
-            FRUGAL_CHECK(e.batch != batch_, "speculator: request ", id, " appears twice in one batch");
-            e.batch = batch_;
-            batch_entries_.push_back(&e);
-        }
-        results_.assign(ids.size(), nullptr);
+        enter_batch(ids);
         parallel_for(ex, ids.size(), max_workers != 0 ? max_workers : std::size_t(ex.concurrency()),
                      [&](std::size_t i, std::size_t) {
                          drafter<Token>& d = batch_entries_[i]->state;
                          results_[i] = shape == draft_shape::tree ? &d.tree() : &d.chain();
                      });
         return results_;
+    }
+
+    /// Drafts for every request of `ids` on `ex`, then keeps across the batch the nodes
+    /// that maximise its expected tokens per ms under `cost` (class comment); `result[i]`
+    /// is the draft of `ids[i]` (possibly empty), its probabilities the calibrated ones.
+    /// Valid as `propose`'s. The batch verifies one token per request besides the drafts,
+    /// plus `rest` (other requests' tokens in the same step, e.g. prefills).
+    /// @code
+    /// auto drafts = spec.propose(batch_ids, pool, frugal::draft::roofline_cost::h100_7b());
+    /// @endcode
+    template <executor E, verification_cost C>
+    std::span<const draft_tree<Token>* const> propose(std::span<const request_id> ids, E& ex, const C& cost,
+                                                     draft_shape shape = draft_shape::tree, batch_load rest = {},
+                                                     std::size_t max_workers = 0) {
+        enter_batch(ids);
+        const acceptance_table table = calibrator_->table();  // one snapshot for the batch
+        parallel_for(ex, ids.size(), max_workers != 0 ? max_workers : std::size_t(ex.concurrency()),
+                     [&](std::size_t i, std::size_t) {
+                         entry& e = *batch_entries_[i];
+                         table.calibrate(shape == draft_shape::tree ? e.state.tree() : e.state.chain(), e.conditional,
+                                         e.path);
+                     });
+        candidates_.clear();
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            const entry& e = *batch_entries_[i];
+            for (std::size_t n = 0; n < e.path.size(); ++n)
+                candidates_.push_back({e.path[n], static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(n)});
+        }
+        const std::size_t m = choose_draft_size(std::span(candidates_),
+                                                {ids.size() + rest.tokens, double(ids.size()) + rest.expected}, cost);
+        for (entry* e : batch_entries_) e->keep.assign(e->state.last_draft().size(), 0);
+        for (std::size_t k = 0; k < m; ++k) batch_entries_[candidates_[k].request]->keep[candidates_[k].node] = 1;
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            entry& e = *batch_entries_[i];
+            keep_nodes(e.state.last_draft(), std::span<const char>(e.keep), std::span<const double>(e.conditional),
+                       e.sized);
+            results_[i] = &e.sized;
+        }
+        return results_;
+    }
+    /// `propose` with a cost, on the calling thread.
+    template <verification_cost C>
+    std::span<const draft_tree<Token>* const> propose(std::span<const request_id> ids, const C& cost,
+                                                     draft_shape shape = draft_shape::tree, batch_load rest = {}) {
+        inline_executor serial;
+        return propose(ids, serial, cost, shape, rest, 1);
     }
     /// `propose` on the calling thread.
     std::span<const draft_tree<Token>* const> propose(std::span<const request_id> ids,
@@ -141,6 +191,8 @@ public:
 
     /// The drafter of request `id` (its matches, context and output).
     [[nodiscard]] const drafter<Token>& request(request_id id) const { return find(id).state; }
+    /// The calibrator the requests' drafters teach and the cost-aware `propose` reads.
+    [[nodiscard]] const acceptance_calibrator& calibrator() const noexcept { return *calibrator_; }
     /// Number of live requests.
     [[nodiscard]] std::size_t size() const noexcept { return requests_.size(); }
     /// True when `id` is live.
@@ -151,7 +203,24 @@ private:
     struct entry {
         drafter<Token> state;
         std::uint64_t batch;  // the last batch that named it (duplicate check)
+        // Cost-aware propose: the draft's calibrated probabilities, the nodes kept, the result.
+        std::vector<double> conditional{}, path{};
+        std::vector<char> keep{};
+        draft_tree<Token> sized{};
     };
+
+    // Checks a batch (every id live, none twice) before anything is drafted.
+    void enter_batch(std::span<const request_id> ids) {
+        ++batch_;
+        batch_entries_.clear();
+        for (const request_id id : ids) {
+            entry& e = find(id);
+            FRUGAL_CHECK(e.batch != batch_, "speculator: request ", id, " appears twice in one batch");
+            e.batch = batch_;
+            batch_entries_.push_back(&e);
+        }
+        results_.assign(ids.size(), nullptr);
+    }
 
     template <class Self>
     static auto& find_in(Self& self, request_id id) {
@@ -167,6 +236,7 @@ private:
 
     drafter_config config_;
     const live_history<Token>* history_;
+    std::unique_ptr<acceptance_calibrator> calibrator_;  // stable address: the drafters hold it
     std::unordered_map<request_id, entry> requests_;
     std::unordered_map<request_id, std::uint64_t> stopped_;          // id -> number of its last stop
     std::deque<std::pair<request_id, std::uint64_t>> stopped_order_;  // the last remembered_stops stops
@@ -174,6 +244,7 @@ private:
     std::uint64_t batch_ = 0;
     std::vector<entry*> batch_entries_;
     std::vector<const draft_tree<Token>*> results_;
+    std::vector<draft_candidate> candidates_;
 };
 
 }  // namespace frugal::draft
