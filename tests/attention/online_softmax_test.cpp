@@ -106,6 +106,24 @@ TEST(OnlineSoftmax, BadInputIsRejected) {
     EXPECT_THROW(a.absorb(std::vector<float>{1.0f}, frugal::matrix_view<const float>(v.data(), 2, 3)),
                  frugal::invalid_argument);
     EXPECT_THROW((void)state::from_output(std::vector<float>(3), NAN), frugal::invalid_argument);
+    // merge_output refuses a NaN or +inf LSE on either side before writing (-inf merges: no keys).
+    for (const float bad : {NAN, INFINITY}) {
+        std::vector<float> out{1, 2}, other{3, 4};
+        float lse = 0.5f;
+        EXPECT_THROW(frugal::attention::merge_output<softmax_base::e>(std::span<float>(out), lse,
+                                                                       std::span<const float>(other), bad),
+                     frugal::invalid_argument);
+        lse = bad;
+        EXPECT_THROW(frugal::attention::merge_output<softmax_base::e>(std::span<float>(out), lse,
+                                                                       std::span<const float>(other), 0.5f),
+                     frugal::invalid_argument);
+        EXPECT_EQ(out, (std::vector<float>{1, 2}));
+    }
+    std::vector<float> out{1, 2}, other{3, 4};
+    float lse = -INFINITY;
+    frugal::attention::merge_output<softmax_base::e>(std::span<float>(out), lse, std::span<const float>(other), 0.5f);
+    EXPECT_EQ(out, other);
+    EXPECT_FLOAT_EQ(lse, 0.5f);
 }
 
 // States of different bases are different types: merge_state(e_state, two_state) does not compile.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -192,6 +193,10 @@ template <softmax_base Base>
 void merge_output(std::span<float> out_a, float& lse_a, std::span<const float> out_b, float lse_b) {
     FRUGAL_CHECK(out_a.size() == out_b.size(), "merge_output: output widths ", out_a.size(), " and ",
                  out_b.size(), " differ");
+    // A NaN or +inf LSE would write NaN into the row; -inf is a partial state that saw no key.
+    for (const float lse : {lse_a, lse_b})
+        FRUGAL_CHECK(!std::isnan(lse) && lse != std::numeric_limits<float>::infinity(), "merge_output: LSE ", lse,
+                     " must be finite or -inf (a row that saw no keys)");
     const auto w = softmax_math::merge_scales<Base>(lse_a, lse_b);
     const float total = w.a + w.b;  // both partial sums are 1 in this form
     if (total == 0.0f) return;   // neither side saw a key
