@@ -671,9 +671,23 @@ public:
             "accepts the longest matching prefix (tree path) + 1 bonus token. MAT = response tokens / steps. "
             "K = 10, tree budget 64, history on (earlier records' responses). "
             "`frugal-bench draft --data FILE.tok --drafter all --max-draft 10 --tree-budget 64 --history on`; "
+            "Serving (`... --cost-model h100-7b --batch 1,8,32,64`): the file replayed as lockstep batches "
+            "(continuous batching), each step costing max(4.18 ms, 0.028 ms x tokens verified); speedup = "
+            "modelled throughput over the same replay without speculation; auto = the speculator's sized propose "
+            "(calibrated probabilities, expected tokens per ms maximised over the batch); ECE over every drafted "
+            "candidate node, 10 bins. ";
             "Scaling (`frugal-bench draft --scaling`): a decode loop copying spans of a context of 1k..1M tokens; "
             "p50 of the draft calls, p50_over_smallest = p50 / p50 at 1k; sam-nobackoff = sam without back-off sources.";
         s.records = draft_records(data, {});
+        for (auto& r : s.records) r["kind"] = "replay";
+        // Serving: the same file as lockstep batches under the 7B/H100 cost model.
+        serving_settings serving;
+        if (ctx.quick) serving.batches = {1, 8};
+        for (auto& r : serving_records(data, serving)) {
+            if (!r.contains("kind")) r["kind"] = "serving";
+            r["category"] = "serving";
+            s.records.push_back(std::move(r));
+        }
         const std::vector<std::size_t> lengths = ctx.quick ? std::vector<std::size_t>{1000, 4000}
                                                            : std::vector<std::size_t>{1000, 4000, 16000, 32000, 128000,
                                                                                       512000, 1000000};
@@ -692,6 +706,28 @@ public:
                 s.headlines.push_back(file && !ctx.quick ? at_least(what, *v / *pld, "PLD", min)
                                                          : untargeted(what, *v / *pld, "PLD"));
             }
+        for (const std::size_t batch : serving.batches) {
+            const auto speedup = [&](const char* drafter, std::size_t k) {
+                return find_number(s.records, {{"kind", "serving"}, {"drafter", drafter}, {"batch", batch}, {"max_draft", k}},
+                                   "speedup");
+            };
+            const auto a = speedup("auto", 10), p10 = speedup("pld", 10), p64 = speedup("pld", 64);
+            if (!a || !p10 || !p64) continue;
+            const std::string what = "serving, batch " + std::to_string(batch) + ", 7B/H100 cost: sized drafts";
+            const bool targeted = file && !ctx.quick;
+            s.headlines.push_back(batch <= 32 ? (targeted ? at_least(what, *a / std::max(*p10, *p64), "best of PLD K = 10, 64", 1.10)
+                                                          : untargeted(what, *a / std::max(*p10, *p64), "best of PLD K = 10, 64"))
+                                              : (targeted ? at_least(what, *a, "no speculation", 1.0)
+                                                          : untargeted(what, *a, "no speculation")));
+        }
+        double worst_ece = 0;
+        for (const auto& r : s.records)
+            if (record_matches(r, {{"kind", "calibration"}})) worst_ece = std::max(worst_ece, r["ece"].get<double>());
+        s.headlines.push_back(file && !ctx.quick ? at_most("calibration: expected calibration error (worst batch)", worst_ece, "", 0.05)
+                                                 : untargeted("calibration: expected calibration error (worst batch)", worst_ece, ""));
+        if (auto v = find_number(s.records, {{"kind", "choosing_cost"}}, "sized_over_propose"))
+            s.headlines.push_back(file && !ctx.quick ? at_most("sized propose, 64 requests", *v, "plain tree propose", 1.5)
+                                                     : untargeted("sized propose, 64 requests", *v, "plain tree propose"));
         if (auto v = find_number(s.records, {{"drafter", "sam"}, {"category", "scaling"}, {"context", lengths.back()}},
                                  "p50_over_smallest"))
             s.headlines.push_back(untargeted("chain draft p50 at a " + std::to_string(lengths.back()) + "-token context",
@@ -699,14 +735,27 @@ public:
         s.tables.push_back({.title = "Mean accepted tokens per step",
                             .columns = {"drafter", "category", "records", "mat", "accept_rate", "drafted_per_step",
                                         "draft_us_p50", "draft_us_p99"},
-                            .exclude = {{"category", "scaling"}}});
+                            .filter = {{"kind", "replay"}}});
+        s.tables.push_back({.title = "Serving: modelled throughput over no speculation (7B on an H100)",
+                            .columns = {"drafter", "max_draft", "batch", "speedup", "mat", "drafted_per_step", "step_ms"},
+                            .filter = {{"kind", "serving"}}});
+        s.tables.push_back({.title = "Calibration of the sized drafts' path probabilities",
+                            .columns = {"batch", "nodes", "ece", "ece_uncalibrated"},
+                            .filter = {{"kind", "calibration"}}});
         s.tables.push_back({.title = "Draft latency against context length",
                             .columns = {"drafter", "context", "draft_us_p50", "draft_us_p99", "p50_over_smallest",
                                         "update_us_per_token", "history_bytes"},
                             .filter = {{"category", "scaling"}}});
         s.plots.push_back({.file = "draft_mat.png", .title = "Mean accepted tokens per step (K = 10)",
                            .x = "category", .y = "mat", .series = "drafter", .xlabel = "category",
-                           .ylabel = "MAT (tokens / verification)", .kind = "bar"});
+                           .ylabel = "MAT (tokens / verification)", .kind = "bar", .filter = {{"kind", "replay"}}});
+        s.plots.push_back({.file = "draft_serving.png", .title = "Serving: throughput over no speculation (7B/H100 model, K = 10)",
+                           .x = "batch", .y = "speedup", .series = "drafter", .xlabel = "batch size",
+                           .ylabel = "modelled speedup", .logx = true,
+                           .filter = {{"kind", "serving"}, {"max_draft", 10}}});
+        s.plots.push_back({.file = "draft_calibration.png", .title = "Reliability of path probabilities (batch 1)",
+                           .x = "predicted", .y = "accepted", .series = "", .xlabel = "predicted acceptance",
+                           .ylabel = "observed acceptance", .filter = {{"kind", "reliability"}, {"batch", 1}}});
         s.plots.push_back({.file = "draft_scaling.png", .title = "Per-step draft latency vs context length",
                            .x = "context", .y = "draft_us_p50", .series = "drafter", .xlabel = "context tokens",
                            .ylabel = "draft us (p50)", .logx = true, .logy = true,
