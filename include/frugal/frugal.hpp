@@ -17,6 +17,7 @@
 #include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/core/memory_budget.hpp"
+#include "frugal/core/record_frame.hpp"
 #include "frugal/core/spin_lock.hpp"
 #include "frugal/core/stats.hpp"
 #include "frugal/core/thread_pool.hpp"
@@ -37,12 +38,15 @@
 #include "frugal/attention/tiled_attention.hpp"
 
 // draft
+#include "frugal/draft/acceptance_calibrator.hpp"
 #include "frugal/draft/calibration.hpp"
+#include "frugal/draft/draft_size.hpp"
 #include "frugal/draft/drafter.hpp"
 #include "frugal/draft/history.hpp"
 #include "frugal/draft/reuse.hpp"
 #include "frugal/draft/speculator.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
+#include "frugal/draft/verification_cost.hpp"
 #include "frugal/draft/verify.hpp"
 
 // cache
@@ -51,6 +55,7 @@
 #include "frugal/cache/cache_policy.hpp"
 #include "frugal/cache/count_min_sketch.hpp"
 #include "frugal/cache/counting_bloom_filter.hpp"
+#include "frugal/cache/disk_tier.hpp"
 #include "frugal/cache/embedding_row_cache.hpp"
 #include "frugal/cache/gdsf_policy.hpp"
 #include "frugal/cache/ghost_queue.hpp"
@@ -64,6 +69,7 @@
 #include "frugal/cache/semantic_cache.hpp"
 #include "frugal/cache/sharded_cache.hpp"
 #include "frugal/cache/sieve_policy.hpp"
+#include "frugal/cache/tier.hpp"
 #include "frugal/cache/two_queue_policy.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
 

@@ -42,11 +42,13 @@ inline bool sync_path(const std::filesystem::path& p, int flags) noexcept {
 /// which is flushed and fsynced, renamed over `path`, and the folder is fsynced so the
 /// rename itself is durable. On failure the temporary file is removed and
 /// `frugal::runtime_error` names the step; `path` is untouched. A crash may leave a stray
-/// `<name>.tmp.<pid>.<n>` file beside `path`, never a damaged `path`.
+/// `<name>.tmp.<pid>.<n>` file beside `path`, never a damaged `path`. With `durable` false
+/// nothing is fsynced: a process crash still leaves the old file or the new one, a power
+/// loss may leave neither (for data that can be recomputed, such as cached KV pages).
 /// @code
 /// frugal::write_file_atomically("index.bin", std::string_view(serialized));
 /// @endcode
-inline void write_file_atomically(const std::filesystem::path& path, std::string_view bytes) {
+inline void write_file_atomically(const std::filesystem::path& path, std::string_view bytes, bool durable = true) {
     static std::atomic<unsigned> counter{0};
 #ifdef FRUGAL_DETAIL_POSIX_FSYNC
     const long pid = static_cast<long>(::getpid());
@@ -68,14 +70,14 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
         if (!out) fail("write to ", tmp.string(), " failed");
     }
 #ifdef FRUGAL_DETAIL_POSIX_FSYNC
-    if (!detail::sync_path(tmp, O_RDONLY)) fail("fsync of ", tmp.string(), " failed");
+    if (durable && !detail::sync_path(tmp, O_RDONLY)) fail("fsync of ", tmp.string(), " failed");
 #endif
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) fail("rename of ", tmp.string(), " failed: ", ec.message());
 #ifdef FRUGAL_DETAIL_POSIX_FSYNC
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    if (!detail::sync_path(dir, O_RDONLY | O_DIRECTORY))
+    if (durable && !detail::sync_path(dir, O_RDONLY | O_DIRECTORY))
         FRUGAL_FAIL(frugal::runtime_error, "saved ", path.string(), " but could not fsync its folder ", dir.string());
 #endif
 }

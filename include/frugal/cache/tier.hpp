@@ -1,0 +1,93 @@
+#pragma once
+/// @file
+/// A cache tier below a process's memory (a local disk, a shared server): what it stores
+/// (chunks of a token prefix, each under a key chained to its parent's), in which namespace
+/// (model, dtype, layout, page size), and the batched interface every tier provides.
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "frugal/core/error.hpp"
+#include "frugal/core/hash.hpp"
+
+namespace frugal::cache {
+
+/// What the values of a tier are: two engines share an entry only when every field is
+/// equal, so a model's pages are never read as another's.
+/// @code
+/// frugal::cache::tier_namespace ns{.model = "llama-3.2-1b", .dtype = "bf16", .layout = "nhd", .page_tokens = 64};
+/// @endcode
+struct tier_namespace {
+    std::string model, dtype, layout;
+    std::uint32_t page_tokens = 0;
+
+    /// The namespace's 64-bit id (stored in every frame and key).
+    [[nodiscard]] std::uint64_t id() const noexcept {
+        std::uint64_t h = fnv1a(model);
+        h = hash_combine(h, fnv1a(dtype));
+        h = hash_combine(h, fnv1a(layout));
+        return hash_combine(h, page_tokens);
+    }
+};
+
+/// A chunk's key: 128 bits chained from its parent's key and its own tokens, so that a key
+/// names the whole prefix up to and including its chunk.
+struct tier_key {
+    std::uint64_t high = 0, low = 0;
+    friend bool operator==(const tier_key&, const tier_key&) = default;
+};
+
+/// The keys of the whole chunks of `tokens` (`ns.page_tokens` each; a partial last chunk
+/// has none), each chained to the previous one's; the first from the namespace.
+/// @code
+/// auto keys = frugal::cache::chunk_keys<int>(ns, prompt);   // prompt.size() / 64 keys
+/// @endcode
+template <std::integral Token>
+[[nodiscard]] std::vector<tier_key> chunk_keys(const tier_namespace& ns, std::span<const Token> tokens) {
+    FRUGAL_CHECK(ns.page_tokens > 0, "chunk_keys: the namespace's page_tokens must be > 0");
+    std::vector<tier_key> keys;
+    keys.reserve(tokens.size() / ns.page_tokens);
+    // Two independent 64-bit chains (different seeds) make a 128-bit key.
+    std::uint64_t high = hash_combine(ns.id(), 0x5851F42D4C957F2Dull), low = hash_combine(ns.id(), 0x14057B7EF767814Full);
+    for (std::size_t start = 0; start + ns.page_tokens <= tokens.size(); start += ns.page_tokens) {
+        for (std::size_t i = start; i < start + ns.page_tokens; ++i) {
+            const auto t = static_cast<std::uint64_t>(static_cast<std::int64_t>(tokens[i]));
+            high = hash_combine(high, t);
+            low = hash_combine(low ^ 0xD6E8FEB86659FD93ull, t);
+        }
+        keys.push_back({high, low});
+    }
+    return keys;
+}
+
+/// Counters of a tier since it was opened.
+struct tier_stats {
+    std::uint64_t hits = 0, misses = 0, puts = 0, evictions = 0;
+    std::uint64_t refused = 0;  ///< entries found but not whole (truncated, corrupt, foreign): read as misses
+    std::uint64_t bytes_read = 0, bytes_written = 0;
+};
+
+/// A cache tier: values (e.g. KV pages) under chained chunk keys of one namespace.
+/// - `exists_prefix(keys)`: how many of `keys`, from the first, the tier holds in a row;
+/// - `get(keys, out)`: loads the longest run of `keys` from the first into the caller's
+///   buffers `out[i]` (each exactly the value's size) and returns its length; an entry
+///   missing, of another size, truncated or corrupt ends the run (never wrong data);
+/// - `put(keys, values)`: stores each value under its key (an existing key is kept).
+/// @code
+/// static_assert(frugal::cache::kv_tier<frugal::cache::disk_tier<>>);
+/// std::size_t n = tier.get(keys, buffers);   // pages 0..n are loaded
+/// @endcode
+template <class T>
+concept kv_tier = requires(T& t, std::span<const tier_key> keys, std::span<const std::span<std::byte>> out,
+                           std::span<const std::span<const std::byte>> values) {
+    { t.exists_prefix(keys) } -> std::convertible_to<std::size_t>;
+    { t.get(keys, out) } -> std::convertible_to<std::size_t>;
+    t.put(keys, values);
+    { t.stats() } -> std::convertible_to<tier_stats>;
+};
+
+}  // namespace frugal::cache
