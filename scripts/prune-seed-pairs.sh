@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The pruning target's protocol over many seed pairs: calibrate on generated seed s for
 # precision@10 >= 0.99, apply the threshold to seed s + 1, and count the pairs that meet
-# both targets (precision >= 0.99, candidate-layers skipped >= 0.40). docs/notes/pruning.md's
+# both targets (precision >= 0.99, candidate-layers skipped >= 0.40). dev/notes/pruning.md's
 # calibration table comes from it. Extra arguments go to every `frugal-bench prune` replay
 # (e.g. --confirmations 0 --margin-se 1.645 --padding-queries 0).
 # Usage: scripts/prune-seed-pairs.sh [FRUGAL-BENCH] [prune flags...]

@@ -131,8 +131,7 @@ enum class put_result : std::uint8_t {
 /// Index (key -> entry) on Boost.Intrusive hooks inside the entries: lookups, inserts and
 /// erases allocate nothing; only growth of the bucket array does (amortized, doubling).
 /// At least two buckets per entry, so a lookup rarely walks past another entry (a cache miss
-/// each): 8 to 16 bytes of buckets per entry, for LRU 1.25x and SIEVE 1.4x faster on a Zipf
-/// stream than with one bucket per entry. The default index of `basic_cache`.
+/// each), at a cost of 8 to 16 bytes of buckets per entry. The default index of `basic_cache`.
 /// @code
 /// frugal::cache::basic_cache<int, int, frugal::cache::lru_policy, frugal::cache::unit_weigher, std::hash<int>,
 ///                     std::equal_to<int>, frugal::cache::intrusive_index> c(100);
@@ -630,7 +629,7 @@ private:
     }
     static constexpr std::size_t free_limit = 64;
     // The natural alignment: over-aligning small entries to a cache line makes the allocator
-    // pad each one and spreads the working set (measured slower).
+    // pad each one and spreads the working set over more lines.
     static constexpr std::align_val_t node_align{alignof(node_type)};
 
     std::size_t capacity_;

@@ -285,7 +285,7 @@ private:
     static constexpr std::size_t table_pad = sweep_lanes;
     /// Stretches of at most this many ends, whose candidate starts number at most
     /// sweep_max_span per end, are swept instead of bisected (a tuning choice: any values
-    /// give the same result; docs/notes/pruning.md has the measurements behind them).
+    /// give the same result; dev/notes/pruning.md has the measurements behind them).
     static constexpr std::size_t sweep_max_ends = 16;
     static constexpr std::size_t sweep_max_span = 4;
 

@@ -301,8 +301,9 @@ private:
             end_[t] = comp + pi;
             search(t + 1, end_[t], io, unswitched_load, extra);
         };
-        // Staying first finds the late switches (cheap in compute) first; measured faster
-        // than switching first or than picking the branch whose step ends earlier.
+        // Staying first finds the late switches (cheap in compute) first, so the incumbent
+        // tightens and prunes early. The order changes only the search time and, among plans
+        // of equal makespan, which one is returned.
         stay();
         switch_now();
     }
