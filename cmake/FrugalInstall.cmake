@@ -1,12 +1,12 @@
-# Install rules and the package config: find_package(frugal CONFIG REQUIRED COMPONENTS eigen cuda faiss).
+# Install rules and the package config: find_package(frugal CONFIG REQUIRED COMPONENTS eigen cuda faiss redis).
 include(CMakePackageConfigHelpers)
 set(FRUGAL_CMAKE_DIR "${CMAKE_INSTALL_DATADIR}/cmake/frugal")
 
 install(TARGETS frugal frugal_sim EXPORT frugalTargets FILE_SET HEADERS)
 install(EXPORT frugalTargets NAMESPACE frugal:: DESTINATION "${FRUGAL_CMAKE_DIR}")
-# One export file per component, so a consumer that does not ask for Eigen, CUDA or FAISS
+# One export file per component, so a consumer that does not ask for Eigen, CUDA, FAISS or hiredis
 # never needs them installed.
-foreach(component eigen cuda faiss)
+foreach(component eigen cuda faiss redis)
   if(TARGET frugal_${component})
     install(TARGETS frugal_${component} EXPORT frugal-${component}Targets FILE_SET HEADERS)
     install(EXPORT frugal-${component}Targets NAMESPACE frugal:: DESTINATION "${FRUGAL_CMAKE_DIR}")

@@ -13,6 +13,7 @@ packages=(
   libzstd-dev zlib1g-dev            # frugal-bench: compressed cache traces
   python3 python3-matplotlib        # report plots (bench/plot.py)
   libfaiss-dev                      # frugal::faiss: the FAISS IVF adapter and its tests
+  libhiredis-dev redis-server       # frugal::redis: the Redis cache tier, tested against a real server
   python3-dev pybind11-dev python3-pybind11  # the Python package (python/): headers and pybind11
   python3-numpy python3-pytest      # the Python package's arrays and its tests
   python3-venv python3-setuptools python3-wheel  # pip install --no-build-isolation ./python in a venv

@@ -68,6 +68,7 @@ template <std::integral Token>
 struct tier_stats {
     std::uint64_t hits = 0, misses = 0, puts = 0, evictions = 0;
     std::uint64_t refused = 0;  ///< entries found but not whole (truncated, corrupt, foreign): read as misses
+    std::uint64_t errors = 0;   ///< calls cut short by the storage (unreachable, timed out, failed)
     std::uint64_t bytes_read = 0, bytes_written = 0;
 };
 

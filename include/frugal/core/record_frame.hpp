@@ -108,22 +108,31 @@ struct record_header {
     return out;
 }
 
-/// Why a frame was refused by `check_frame` (nullptr: it is whole and the one expected).
+/// What `check_frame` found.
+enum class frame_status {
+    whole,         ///< the record expected, complete, checksum right
+    foreign,       ///< too short for a header, or another kind, version, namespace or key
+    other_length,  ///< the record expected, but its payload is not the length asked for
+    damaged,       ///< truncated, overlong, or its checksum does not match
+};
+
+/// Checks that `frame` is the whole record of `expected`'s kind, namespace and key with a
+/// payload of `payload_bytes`.
 /// @code
-/// if (const char* why = frugal::check_frame(bytes, want, payload_bytes)) count_miss(why);
+/// if (frugal::check_frame(bytes, want, page_bytes) == frugal::frame_status::whole) use(bytes);
 /// @endcode
-[[nodiscard]] inline const char* check_frame(std::span<const std::byte> frame, const record_header& expected,
-                                             std::uint64_t payload_bytes) noexcept {
-    if (frame.size() < record_header::bytes + record_header::checksum_bytes) return "shorter than a header";
+[[nodiscard]] inline frame_status check_frame(std::span<const std::byte> frame, const record_header& expected,
+                                              std::uint64_t payload_bytes) noexcept {
+    if (frame.size() < record_header::bytes + record_header::checksum_bytes) return frame_status::foreign;
     const record_header h = record_header::decode(frame);
-    if (!h.same_record(expected)) return "another kind, namespace or key";
-    if (h.length != payload_bytes) return "a payload of another length";
-    if (frame.size() != record_header::bytes + h.length + record_header::checksum_bytes) return "truncated or overlong";
+    if (!h.same_record(expected)) return frame_status::foreign;
+    if (h.length != payload_bytes) return frame_status::other_length;
+    if (frame.size() != record_header::bytes + h.length + record_header::checksum_bytes) return frame_status::damaged;
     std::uint64_t sum;
     std::memcpy(&sum, frame.data() + record_header::bytes + h.length, sizeof sum);
     if (sum != frame_checksum(frame.first(record_header::bytes), frame.subspan(record_header::bytes, h.length)))
-        return "checksum mismatch";
-    return nullptr;
+        return frame_status::damaged;
+    return frame_status::whole;
 }
 
 }  // namespace frugal
