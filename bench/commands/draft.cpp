@@ -675,7 +675,7 @@ public:
             "(continuous batching), each step costing max(4.18 ms, 0.028 ms x tokens verified); speedup = "
             "modelled throughput over the same replay without speculation; auto = the speculator's sized propose "
             "(calibrated probabilities, expected tokens per ms maximised over the batch); ECE over every drafted "
-            "candidate node, 10 bins. ";
+            "candidate node, 10 bins. "
             "Scaling (`frugal-bench draft --scaling`): a decode loop copying spans of a context of 1k..1M tokens; "
             "p50 of the draft calls, p50_over_smallest = p50 / p50 at 1k; sam-nobackoff = sam without back-off sources.";
         s.records = draft_records(data, {});
