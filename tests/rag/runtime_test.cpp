@@ -293,6 +293,89 @@ TEST(RagRuntime, EveryRequestEndsExactlyOnceUnderCancellationDeadlinesAndFaults)
     EXPECT_GT(failed, 0u);
 }
 
+// Estimates that throw, one kind per run: `length` for one request's state, the third
+// `step_time` (a batch's sub-stage budget) or the 40th `cluster_time` (one request's
+// retrieval budget).
+enum class estimate_fault { length, step_time, cluster_time };
+class estimate_faults_generator {
+public:
+    explicit estimate_faults_generator(estimate_fault f) : fault_(f) {}
+    double step(std::span<const frugal::rag::generation_slot> batch) { return inner_.step(batch); }
+    double step_time(std::size_t b, std::size_t c) const {
+        if (fault_ == estimate_fault::step_time && ++step_times_ == 3) throw std::runtime_error("step_time fault");
+        return inner_.step_time(b, c);
+    }
+    std::size_t length(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const {
+        if (fault_ == estimate_fault::length && s.input == "question 4") throw std::runtime_error("length fault");
+        return inner_.length(s, n);
+    }
+    void commit(frugal::rag::rag_state& s, const frugal::rag::rag_node& n) { inner_.commit(s, n); }
+    void discard(std::size_t r) { inner_.discard(r); }
+    void preview(frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const { inner_.preview(s, n); }
+
+private:
+    frugal::sim::simulated_generator inner_;
+    estimate_fault fault_;
+    mutable int step_times_ = 0;  // the generation side's thread only
+};
+class estimate_faults_retriever {
+public:
+    explicit estimate_faults_retriever(estimate_fault f) : fault_(f) {}
+    std::uint64_t query_of(const frugal::rag::rag_state& s, const frugal::rag::rag_node& n) const { return inner_.query_of(s, n); }
+    std::vector<std::size_t> probe(std::uint64_t q) const { return inner_.probe(q); }
+    double cluster_time(std::size_t c) const {
+        if (fault_ == estimate_fault::cluster_time && ++cluster_times_ == 40) throw std::runtime_error("cluster_time fault");
+        return inner_.cluster_time(c);
+    }
+    std::size_t list_of(std::uint64_t id) const { return inner_.list_of(id); }
+    double search(std::span<const frugal::rag::retrieval_slot<std::uint64_t>> batch) { return inner_.search(batch); }
+
+private:
+    frugal::sim::simulated_retriever inner_{frugal::sim::simulated_retriever::config{.nprobe = 64}};
+    estimate_fault fault_;
+    mutable int cluster_times_ = 0;  // the retrieval side's thread only
+};
+
+// Also a fast generator (no hold): the generation side's settled verdicts move requests on
+// to retrievals while the retrieval side sleeps, which must be woken (no deadline polls here).
+TEST(RagRuntime, AnEstimateThatThrowsFailsOnlyItsRequestOrBatch) {
+    const workflows w;
+    for (const auto& [fault, message] : {std::pair{estimate_fault::length, "length fault"},
+                                        std::pair{estimate_fault::step_time, "step_time fault"},
+                                        std::pair{estimate_fault::cluster_time, "cluster_time fault"}}) {
+        estimate_faults_generator gen(fault);
+        estimate_faults_retriever ret(fault);
+        frugal::thread_pool cpu(2);
+        constexpr std::size_t n = 12;
+        std::vector<std::future<frugal::rag::rag_result>> results;
+        {
+            frugal::rag::rag_runtime rt(gen, ret, cpu, {.schedule = {.policy = frugal::rag::rag_policy::wavefront}});
+            for (std::size_t i = 0; i < n; ++i) results.push_back(rt.submit(w.pick(i), workflows::state_for(i)));
+            rt.drain();
+        }
+        std::size_t failed = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const auto r = results[i].get();
+            if (r.status == rag_status::failed) {
+                ++failed;
+                EXPECT_NE(r.error.find(message), std::string::npos) << i << ": " << r.error;
+                if (fault == estimate_fault::length) {
+                    EXPECT_EQ(i, 4u);
+                }
+                continue;
+            }
+            ASSERT_EQ(r.status, rag_status::finished) << i;
+            const auto expect = frugal::rag::testing::walk_alone(w.pick(i), workflows::state_for(i), r.state.request, 128,
+                                                                 {.nprobe = 64});
+            EXPECT_EQ(r.state.values, expect.values) << "request " << i;
+        }
+        EXPECT_GE(failed, 1u) << message;
+        if (fault != estimate_fault::step_time) {
+            EXPECT_EQ(failed, 1u) << message << " fails its request alone";
+        }
+    }
+}
+
 TEST(RagRuntime, TheAdmissionLimitHoldsAndLaterRequestsWait) {
     const workflows w;
     timed_generator gen;

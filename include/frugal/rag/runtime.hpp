@@ -376,6 +376,7 @@ private:
                 if (out.empty()) b = core_.next_generation_batch(clock_.now_ms());
                 ++delivering_;
             }
+            wake_.notify_all();  // settled verdicts may have moved requests on to a retrieval
             deliver(out);
             finish_delivery();
             if (!b) continue;

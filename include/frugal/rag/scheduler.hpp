@@ -283,7 +283,9 @@ public:
 
     /// The next generation batch, when the generation side is free (nullopt: nothing to run
     /// now; ask again after the next report or submission). A batch with no slots only
-    /// carries discards.
+    /// carries discards. A generator's `length` that throws fails its request, a `step_time`
+    /// that throws the batch's members (as `next_retrieval_batch` fails a request whose
+    /// retriever's `cluster_time` throws).
     [[nodiscard]] std::optional<generation_batch> next_generation_batch(double now) {
         tick(now, "next_generation_batch");
         FRUGAL_CHECK(!gpu_.running, "rag_scheduler::next_generation_batch: the last generation batch was not reported");
@@ -298,7 +300,10 @@ public:
         for (live& l : live_) {
             if (!gen_ready(l)) continue;
             gen_part& gp = l.gen;
-            if (gp.length == 0) gp.length = std::max<std::size_t>(1, gen_.length(l.state, l.graph->node(gp.node)));
+            if (gp.length == 0) {
+                guarded(l, [&] { gp.length = std::max<std::size_t>(1, gen_.length(l.state, l.graph->node(gp.node))); });
+                if (l.ending) continue;  // its `length` threw: it failed alone
+            }
             b.slots.push_back({l.state.request, gp.steps, context(l), &l.graph->node(gp.node), &l.state, gp.docs,
                                gp.speculative});
             b.lengths.push_back(gp.length);
@@ -313,9 +318,28 @@ public:
         }
         b.steps = b.slots.empty() ? 0 : 1;
         if (wavefront() && budget() > 0.0 && !b.slots.empty()) {
-            // Generation sub-stage: as many decode steps as fit the Eq. 1 budget.
-            const std::vector<double> costs(longest, gen_.step_time(b.slots.size(), ctx));
-            b.steps = partition_by_budget(costs, budget()).front().second;
+            // Generation sub-stage: as many decode steps as fit the Eq. 1 budget. An estimate
+            // that throws fails the batch's members, as a step that throws would.
+            try {
+                const std::vector<double> costs(longest, gen_.step_time(b.slots.size(), ctx));
+                b.steps = partition_by_budget(costs, budget()).front().second;
+            } catch (...) {
+                const std::exception_ptr error = std::current_exception();
+                const std::string why = "the generator's step_time failed: " + what_of(error);
+                for (const generation_slot& s : b.slots) {
+                    fail(at(s.request), error, why);
+                    end(at(s.request));
+                }
+                b.slots.clear();
+                b.lengths.clear();
+                b.discards.insert(b.discards.end(), discards_.begin(), discards_.end());  // the failed members' too
+                discards_.clear();
+                if (b.discards.empty()) {
+                    --batches_;
+                    return nothing<generation_batch>(rag_trace_event::kind::generation_batch);
+                }
+                b.steps = 0;
+            }
         }
         for (const generation_slot& s : b.slots) at(s.request).gen.busy = true;
         gpu_ = {true, b.id, b.slots.size()};
@@ -407,9 +431,12 @@ public:
             std::size_t end = rp.probe.size();
             if (wavefront() && mb > 0.0) {
                 // Retrieval sub-stage: this request's next clusters up to the budget (4.2).
-                std::vector<double> costs;
-                for (std::size_t k = rp.next; k < end; ++k) costs.push_back(ret_.cluster_time(rp.probe[k]));
-                end = rp.next + partition_by_budget(costs, mb).front().second;
+                guarded(l, [&] {
+                    std::vector<double> costs;
+                    for (std::size_t k = rp.next; k < end; ++k) costs.push_back(ret_.cluster_time(rp.probe[k]));
+                    end = rp.next + partition_by_budget(costs, mb).front().second;
+                });
+                if (l.ending) continue;  // its `cluster_time` threw: it failed alone
             }
             b.slots.push_back({l.state.request, &*rp.query, std::span<const std::size_t>(rp.probe).subspan(rp.next, end - rp.next),
                                &*rp.found});
@@ -646,11 +673,22 @@ private:
         std::vector<std::size_t> members;
         for (const auto& s : slots) members.push_back(s.request);
         notify(rag_trace_event::kind::failed, batch, 0.0, members, {});
+        const std::string why = std::string(reason) + ": " + what_of(error);
         for (std::size_t id : members) {
             live& l = at(id);
             (l.*part).busy = false;
-            fail(l, error, reason);
+            fail(l, error, why);
             end(l);
+        }
+    }
+    // The message of what `e` holds ("an unknown exception" when it is no std::exception).
+    static std::string what_of(const std::exception_ptr& e) {
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+            return x.what();
+        } catch (...) {
+            return "an unknown exception";
         }
     }
     void fail(live& l, std::exception_ptr e, std::string reason) {
