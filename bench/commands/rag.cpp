@@ -482,10 +482,12 @@ public:
                                                                                        : "--parts takes letters of abcdr";
             })
             ->capture_default_str();
+        app.add_flag("--real", real_, "run only part r: the runtime in wall-clock time beside the simulation (same as --parts r)");
         app.add_option("--substage-requests", substage_requests_, "requests in part d's retrieval stream")
             ->check(CLI::PositiveNumber)->capture_default_str();
     }
     int run(result_sink& sink) override {
+        if (real_) parts_ = "r";
         std::vector<record> out;
         if (parts_.find('a') != std::string::npos) {
             simulate(s_, {0.25, 0.5, 0.75, 1.0}, out);
@@ -553,7 +555,7 @@ public:
                      "Llama-3-8B/H100 model (no GPU here). Retrieval-heavy: nprobe 512, 4/8-token generations "
                      "(a retrieval about as long as a generation); generation-heavy: nprobe 128, 24/48 tokens. "
                      "Sustained rate at mean latency <= 3x the unloaded sequential latency, real and simulated "
-                     "(the cost models calibrated on the index). `frugal-bench rag --parts r`.";
+                     "(the cost models calibrated on the index). `frugal-bench rag --real`.";
         for (const char* cfg : {"retrieval-heavy", "generation-heavy"})
             for (const char* wf : {"one-shot", "multistep"}) {
                 const record pick{{"kind", "real_summary"}, {"config", cfg}, {"workflow", wf}};
@@ -594,6 +596,7 @@ public:
 private:
     sim_settings s_;
     std::string parts_ = "abcd";
+    bool real_ = false;
     std::size_t substage_requests_ = 5000;
     static constexpr std::uint64_t substage_seed = 1;
 };

@@ -1,4 +1,4 @@
-// `frugal-bench rag --parts r`: HedraRAG's schedulers in wall-clock time on this machine.
+// `frugal-bench rag --real` (`--parts r`): HedraRAG's schedulers in wall-clock time on this machine.
 // Retrieval is real: eigen::ivf_flat over a clustered 128-d corpus, its scans on a thread
 // pool of the machine's cores; requests draw a Zipf-skewed topic and their successive queries
 // drift. The generator is a device stand-in on the runtime's generation thread, holding each

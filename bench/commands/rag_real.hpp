@@ -1,5 +1,5 @@
 #pragma once
-// `frugal-bench rag --parts r`: the RAG runtime in wall-clock time on this machine (real
+// `frugal-bench rag --real`: the RAG runtime in wall-clock time on this machine (real
 // retrieval, a device stand-in for the generator) for sequential, naive_async and wavefront,
 // with the simulation's prediction for the same configuration beside each figure.
 

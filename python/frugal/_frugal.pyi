@@ -3,6 +3,7 @@ from . import attention as attention
 from . import cache as cache
 from . import draft as draft
 from . import prune as prune
+from . import rag as rag
 from . import schedule as schedule
 from . import sim as sim
 

@@ -327,6 +327,7 @@ void bind_prune(py::module_ m);
 void bind_attention(py::module_ m);
 void bind_schedule(py::module_ m);
 void bind_sim(py::module_ m);
+void bind_rag(py::module_ m);
 void bind_overhead(py::module_ m);
 
 }  // namespace frugal::python

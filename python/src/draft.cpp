@@ -20,6 +20,7 @@
 #include <frugal/draft/history.hpp>
 #include <frugal/draft/speculator.hpp>
 #include <frugal/draft/suffix_automaton.hpp>
+#include <frugal/draft/verification_cost.hpp>
 #include <frugal/draft/verify.hpp>
 
 #include "common.hpp"
@@ -450,6 +451,60 @@ every accepted token (bonus included) with accept(); chain() and tree() draft.
     add_fast_method(drafter_class, drafter_chain_def);
 }
 
+// A Python object's step_ms(tokens) as a verification_cost: called with the GIL, from the
+// thread that sizes the batch (propose releases the GIL around it).
+struct python_cost {
+    py::object cost;
+    double step_ms(std::size_t tokens) const {
+        py::gil_scoped_acquire gil;
+        return cost.attr("step_ms")(tokens).cast<double>();
+    }
+};
+
+void bind_costs(py::module_& m) {
+    py::class_<draft::roofline_cost>(m, "RooflineCost", R"doc(
+A verification step's cost as a roofline: max(weights_ms, ms_per_token x tokens verified
+across the batch). Immutable (safe to share between threads).
+
+    cost = RooflineCost.h100_7b()                 # 7B, 16-bit weights, on an H100
+    cost = RooflineCost(weights_ms=4.18, ms_per_token=0.028)
+    cost.step_ms(32 * 4)                          # 32 requests verifying 3 drafted tokens each
+)doc")
+        .def(py::init<double, double>(), py::arg("weights_ms"), py::arg("ms_per_token"))
+        .def_static("from_hardware", &draft::roofline_cost::from_hardware, py::arg("weight_bytes"),
+                    py::arg("bytes_per_s"), py::arg("flops_per_token"), py::arg("flops_per_s"),
+                    "Weights read once per step at bytes_per_s; flops_per_token (about 2 x parameters) at flops_per_s.")
+        .def_static("h100_7b", &draft::roofline_cost::h100_7b,
+                    "14 GB at 3.35 TB/s (4.18 ms a step), 14 GFLOP a token at 500 TFLOP/s (0.028 ms).")
+        .def_static("cpu_1b", &draft::roofline_cost::cpu_1b,
+                    "2.5 GB at 50 GB/s (50 ms a step), 2.5 GFLOP a token at 1 TFLOP/s (2.5 ms): knee at 20 tokens.")
+        .def("step_ms", &draft::roofline_cost::step_ms, py::arg("tokens"), "The step time for `tokens` verified tokens.")
+        .def_property_readonly("weights_ms", &draft::roofline_cost::weights_ms)
+        .def_property_readonly("ms_per_token", &draft::roofline_cost::ms_per_token)
+        .def("__repr__", [](const draft::roofline_cost& c) {
+            return "RooflineCost(weights_ms=" + std::to_string(c.weights_ms()) +
+                   ", ms_per_token=" + std::to_string(c.ms_per_token()) + ")";
+        });
+    py::class_<draft::measured_cost>(m, "MeasuredCost", R"doc(
+An engine's measured verification step times: (tokens, ms) points, linear between them, the
+first point's time below it and the last segment's slope beyond. Immutable (safe to share).
+
+    cost = MeasuredCost([(1, 21.0), (64, 22.5), (256, 41.0), (1024, 160.0)])
+)doc")
+        .def(py::init([](const std::vector<std::pair<std::size_t, double>>& points) {
+                 std::vector<draft::measured_cost::point> p;
+                 for (const auto& [tokens, ms] : points) p.push_back({tokens, ms});
+                 return draft::measured_cost(std::move(p));
+             }),
+             py::arg("points"))
+        .def("step_ms", &draft::measured_cost::step_ms, py::arg("tokens"), "The step time for `tokens` verified tokens.")
+        .def_property_readonly("points", [](const draft::measured_cost& c) {
+            std::vector<std::pair<std::size_t, double>> out;
+            for (const auto& p : c.points()) out.emplace_back(p.tokens, p.ms);
+            return out;
+        });
+}
+
 struct py_speculator {
     py_speculator(const draft::drafter_config& config, py_history* h) : s(config, h ? h->history.get() : nullptr) {}
     draft::speculator<token> s;
@@ -493,14 +548,29 @@ the GIL), stop it and hand its output to the History.
              },
              py::arg("id"), py::arg("tokens"), "Appends the tokens the model accepted for `id` (bonus included).")
         .def("propose",
-             [](py_speculator& sp, py::handle ids, bool tree, bool packed) -> py::object {
+             [](py_speculator& sp, py::handle ids, bool tree, bool packed, py::object cost, std::size_t rest_tokens,
+                double rest_expected) -> py::object {
                  const array_view<draft::request_id> batch(ids, "ids");
                  busy_flag::guard g(sp.busy, "Speculator.propose");
                  std::span<const draft::draft_tree<token>* const> drafts;
-                 {
+                 const auto shape = tree ? draft::draft_shape::tree : draft::draft_shape::chain;
+                 const draft::batch_load rest{rest_tokens, rest_expected};
+                 auto sized = [&](const auto& c) {
                      py::gil_scoped_release release;
-                     drafts = sp.s.propose(batch.span(), default_thread_pool(),
-                                           tree ? draft::draft_shape::tree : draft::draft_shape::chain);
+                     drafts = sp.s.propose(batch.span(), default_thread_pool(), c, shape, rest);
+                 };
+                 if (cost.is_none()) {
+                     py::gil_scoped_release release;
+                     drafts = sp.s.propose(batch.span(), default_thread_pool(), shape);
+                 } else if (py::isinstance<draft::roofline_cost>(cost)) {
+                     sized(cost.cast<const draft::roofline_cost&>());
+                 } else if (py::isinstance<draft::measured_cost>(cost)) {
+                     sized(cost.cast<const draft::measured_cost&>());
+                 } else {
+                     FRUGAL_CHECK(py::hasattr(cost, "step_ms"), "Speculator.propose: cost must be a RooflineCost, a "
+                                  "MeasuredCost or an object with step_ms(tokens), got ",
+                                  std::string(py::str(py::type::of(cost).attr("__name__"))));
+                     sized(python_cost{cost});
                  }
                  if (packed) return packed_trees(drafts);
                  py::list out(drafts.size());
@@ -508,11 +578,23 @@ the GIL), stop it and hand its output to the History.
                  return out;
              },
              py::arg("ids"), py::kw_only(), py::arg("tree") = true, py::arg("packed") = false,
+             py::arg("cost") = py::none(), py::arg("rest_tokens") = 0, py::arg("rest_expected") = 0.0,
              "Drafts for every id of `ids` (uint64) in one call; returns one (tokens, parents, probabilities) per id, "
              "trees (tree=True) or chains. packed=True returns the batch as four arrays instead, (tokens, parents, "
              "probabilities, offsets): request i's draft is [offsets[i], offsets[i + 1]) of each, its parents "
-             "counted within it (-1: a child of its last token). Unknown, stopped or repeated ids raise before "
-             "anything is drafted.")
+             "counted within it (-1: a child of its last token). With a cost (RooflineCost, MeasuredCost or any "
+             "object with step_ms(tokens) -> ms), keeps across the batch only the nodes that maximise its expected "
+             "tokens per ms, with calibrated probabilities (a draft may be empty); rest_tokens and rest_expected "
+             "are what the rest of the step verifies and emits (e.g. prefills). Unknown, stopped or repeated ids "
+             "raise before anything is drafted.\n\n"
+             "    drafts = spec.propose(ids, cost=RooflineCost.h100_7b())")
+        .def_property_readonly("calibration_observations",
+                               [](py_speculator& sp) {
+                                   return with_busy(sp.busy, "Speculator.calibration_observations",
+                                                    [&] { return sp.s.calibrator().observations(); });
+                               },
+                               "Drafted nodes whose outcome the appended tokens decided so far (what the "
+                               "calibration has learned from).")
         .def("stop",
              [](py_speculator& sp, draft::request_id id) {
                  const auto out = without_gil(sp.busy, "Speculator.stop", [&] { return sp.s.stop(id); });
@@ -567,6 +649,7 @@ void bind_draft(py::module_ m) {
     bind_publisher(m);  // before History, whose start_publisher returns it
     bind_history(m);
     bind_drafter(m);
+    bind_costs(m);
     bind_speculator(m);
     bind_verify(m);
 }

@@ -71,6 +71,7 @@ PYBIND11_MODULE(_frugal, m) {
     fp::bind_prune(fp::submodule(m, "prune", "Progressive cluster pruning of reranker candidates (GRATING)."));
     fp::bind_attention(fp::submodule(m, "attention", "Tiled attention with an online softmax under a workspace budget."));
     fp::bind_schedule(fp::submodule(m, "schedule", "Planners that overlap compute with I/O: graph switch, placement."));
+    fp::bind_rag(fp::submodule(m, "rag", "RAG serving (HedraRAG): workflow graphs and the wall-clock runtime over Python engines."));
     fp::bind_sim(fp::submodule(m, "sim", "The lab: paper baselines (Prompt Lookup Decoding, the paper's greedy switch)."));
     fp::bind_overhead(fp::submodule(m, "_overhead", "C++ loops that python/benchmarks/overhead.py times against the bindings."));
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The thread tests under ThreadSanitizer: builds the Python module alone with -fsanitize=thread
-# (CMake option FRUGAL_PYTHON_TSAN, in its own build folder), then runs test_threads.py and
-# test_misuse.py in Debian's python3 with libtsan preloaded. Only the module is instrumented, so
+# (CMake option FRUGAL_PYTHON_TSAN, in its own build folder), then runs test_threads.py,
+# test_misuse.py and test_rag.py (the RAG runtime's threads calling Python) in Debian's python3
+# with libtsan preloaded. Only the module is instrumented, so
 # every report is a race in frugal's bindings or headers: CPython and numpy are invisible to
 # TSan, and the GIL (a pthread mutex) orders whatever runs under it. No suppressions.
 # Environment: FRUGAL_TSAN_BUILD (build folder, default build/python-tsan), FRUGAL_JOBS
@@ -21,4 +22,5 @@ tsan=$("$cxx" -print-file-name=libtsan.so)
 [ -f "$tsan" ] || { echo "run_tsan.sh: $cxx has no libtsan.so (Debian: libgcc-12-dev)" >&2; exit 1; }
 LD_PRELOAD="$tsan" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
   PYTHONPATH="$build/python" PYTHONDONTWRITEBYTECODE=1 \
-  "$python" -m pytest -q -p no:cacheprovider --capture=sys python/tests/test_threads.py python/tests/test_misuse.py "$@"
+  "$python" -m pytest -q -p no:cacheprovider --capture=sys python/tests/test_threads.py python/tests/test_misuse.py \
+  python/tests/test_rag.py "$@"

@@ -276,3 +276,85 @@ def test_speculator_refuses_bad_ids():
     assert spec.stop(1).tolist() == []
     with pytest.raises(frugal.InvalidArgumentError, match="was stopped"):
         spec.append(1, [5])
+
+
+def path_probabilities(parents, probs):
+    """Each node's probability from the root: the product of its path's conditionals."""
+    path = []
+    for p, q in zip(parents.tolist(), probs.tolist()):
+        path.append(q * (1.0 if p < 0 else path[p]))
+    return path
+
+
+def tree_paths(tokens, parents):
+    """Every node's token path from the root."""
+    paths = []
+    for tok, p in zip(tokens.tolist(), parents.tolist()):
+        paths.append((paths[p] if p >= 0 else []) + [tok])
+    return paths
+
+
+def test_costs_model_the_step_and_refuse_bad_values():
+    h100 = draft.RooflineCost.h100_7b()
+    assert h100.step_ms(1) == pytest.approx(1e3 * 14e9 / 3.35e12)
+    assert h100.step_ms(1000) == pytest.approx(1e3 * 1000 * 14e9 / 5e14)
+    assert draft.RooflineCost(4.0, 0.5).step_ms(10) == 5.0
+    measured = draft.MeasuredCost([(4, 10.0), (8, 10.0), (16, 18.0)])
+    assert [measured.step_ms(t) for t in (1, 6, 12, 32)] == [10.0, 10.0, 14.0, 34.0]
+    assert measured.points == [(4, 10.0), (8, 10.0), (16, 18.0)]
+    with pytest.raises(frugal.InvalidArgumentError, match="weights_ms must be finite and > 0, got -1"):
+        draft.RooflineCost(-1.0, 0.1)
+    with pytest.raises(frugal.InvalidArgumentError, match="time decreases from 5 ms at 1 tokens to 4 ms at 8"):
+        draft.MeasuredCost([(1, 5.0), (8, 4.0)])
+
+
+def test_speculator_sizes_drafts_for_the_batch(rng):
+    prompt = np.array(list(range(5, 13)) * 6 + [5], np.int32)  # repeats: deep drafts with high probabilities
+    spec = draft.Speculator(max_draft=8, tree_depth=8, tree_budget=16)
+    ids = list(range(8))
+    for i in ids:
+        spec.start(i, prompt)
+    whole = spec.propose(ids)
+    # Below the knee (8 requests x 17 tokens < 149): every drafted node is worth its verification.
+    sized = spec.propose(ids, cost=draft.RooflineCost.h100_7b())
+    for (t, p, _), (wt, wp, _) in zip(sized, whole):
+        assert t.tolist() == wt.tolist() and p.tolist() == wp.tolist()
+    # A steep cost past the base tokens: the choice beats drafting nothing and everything
+    # under its own model (the calibrated probabilities it returns), and keeps trees whole.
+    cost = draft.MeasuredCost([(8, 10.0), (12, 10.0), (40, 200.0)])
+    sized = spec.propose(ids, cost=cost)
+
+    def rate(drafts):
+        kept = sum(len(t) for t, _, _ in drafts)
+        expected = len(ids) + sum(sum(path_probabilities(p, q)) for _, p, q in drafts)
+        return expected / cost.step_ms(len(ids) + kept)
+
+    assert 0 < sum(len(t) for t, _, _ in sized) < sum(len(t) for t, _, _ in whole)
+    assert rate(sized) > len(ids) / cost.step_ms(len(ids))
+    for (t, p, _), (wt, wp, _) in zip(sized, whole):
+        assert all(parent < i for i, parent in enumerate(p.tolist()))  # parents kept before children
+        # each kept path is a path of the whole tree
+        whole_paths = {tuple(path) for path in tree_paths(wt, wp)}
+        assert all(tuple(path) in whole_paths for path in tree_paths(t, p))
+
+    class Python:  # any object with step_ms
+        def __init__(self, fn):
+            self.step_ms = fn
+    assert all(len(t) == 0 for t, _, _ in spec.propose(ids, cost=Python(lambda n: 1.0 if n <= 8 else float("inf"))))
+    with pytest.raises(frugal.InvalidArgumentError, match=r"decreases: step_ms\(9\) = 1 < step_ms\(8\) = 2"):
+        spec.propose(ids, cost=Python(lambda n: 2.0 if n <= 8 else 1.0))
+    with pytest.raises(ZeroDivisionError):
+        spec.propose(ids, cost=Python(lambda n: 1 / 0))
+    with pytest.raises(frugal.InvalidArgumentError, match="RooflineCost, a MeasuredCost or an object with step_ms"):
+        spec.propose(ids, cost=3)
+
+
+def test_speculator_calibration_learns_from_appended_tokens():
+    prompt = np.array(list(range(5, 13)) * 6 + [5], np.int32)
+    spec = draft.Speculator(max_draft=8, tree_depth=8, tree_budget=16)
+    spec.start(1, prompt)
+    assert spec.calibration_observations == 0
+    for step in range(4):
+        (tokens, _, _), = spec.propose([1], cost=draft.RooflineCost.h100_7b())
+        spec.append(1, np.append(tokens[:2], np.int32(99 + step)))  # two accepted, then the model's own token
+    assert spec.calibration_observations > 0

@@ -19,7 +19,7 @@ import pytest
 
 import frugal
 from frugal import attention as att
-from frugal import cache, draft, prune
+from frugal import cache, draft, prune, rag
 from frugal import schedule as sch
 from id_reranker import IdReranker
 
@@ -220,10 +220,33 @@ def speculator_case():
     ids = list(range(6))
     for i in ids[:3]:
         sp.start(i, PROMPT)
+    costs = (draft.RooflineCost.h100_7b(), draft.MeasuredCost([(1, 4.0), (64, 9.0)]), PythonCost())
     calls = {"start": lambda: sp.start(random.choice(ids), PROMPT), "append": lambda: sp.append(random.choice(ids), 5),
-             "propose": lambda: sp.propose([random.choice(ids)]), "stop": lambda: sp.stop(random.choice(ids)),
-             "__contains__": lambda: random.choice(ids) in sp, "__len__": lambda: len(sp)}
-    return FLAGGED, sp, calls
+             "propose": lambda: sp.propose([random.choice(ids)], cost=random.choice((None,) + costs)),
+             "stop": lambda: sp.stop(random.choice(ids)),
+             "__contains__": lambda: random.choice(ids) in sp, "__len__": lambda: len(sp),
+             "_properties": ("calibration_observations",)}
+    return FLAGGED, sp, members(sp, calls)
+
+
+class PythonCost:
+    """A verification cost written in Python (called with the GIL from the sizing thread)."""
+    def step_ms(self, tokens):
+        return 4.0 + 0.05 * tokens
+
+
+def roofline_cost_case():
+    c = draft.RooflineCost(4.0, 0.1)
+    calls = {"step_ms": lambda: c.step_ms(random.randrange(1000)), "from_hardware": lambda: c.from_hardware(1, 1, 1, 1),
+             "h100_7b": draft.RooflineCost.h100_7b, "cpu_1b": draft.RooflineCost.cpu_1b,
+             "_properties": ("weights_ms", "ms_per_token")}
+    return SHARED, c, members(c, calls)  # immutable
+
+
+def measured_cost_case():
+    c = draft.MeasuredCost([(1, 4.0), (64, 9.0)])
+    calls = {"step_ms": lambda: c.step_ms(random.randrange(1000)), "_properties": ("points",)}
+    return SHARED, c, members(c, calls)  # immutable
 
 
 def automaton_case():
@@ -394,6 +417,187 @@ def timeline_result_case():
     return SHARED, r, members(r, calls)
 
 
+class TinyEngine:
+    """The smallest rag generator: one step per node, an answer at commit."""
+
+    def step(self, batch):
+        return 0.0
+
+    def step_time(self, count, context):
+        return 0.0
+
+    def length(self, state, node):
+        return 1
+
+    def commit(self, state, node):
+        state.texts[node.name] = "x"
+
+    def discard(self, request):
+        pass
+
+
+class TinyIndex:
+    """The smallest rag retriever: one list of three documents."""
+
+    def query_of(self, state, node):
+        return state.input
+
+    def probe(self, query):
+        return [0]
+
+    def cluster_time(self, c):
+        return 0.0
+
+    def search(self, batch):
+        for slot in batch:
+            for d in range(3):
+                slot.offer(float(d), d)
+        return 0.0
+
+
+def tiny_graph():
+    return rag.one_shot_workflow(2, answer=1)
+
+
+def rag_runtime_case():
+    graph = tiny_graph()
+    rt, spare = rag.Runtime(TinyEngine(), TinyIndex()), rag.Runtime(TinyEngine(), TinyIndex())
+
+    def with_block():
+        with rag.Runtime(TinyEngine(), TinyIndex()) as r:
+            assert r.submit(graph, "q").result(timeout=30).status == rag.Status.finished
+
+    def cleanup():
+        rt.close()
+        spare.close()
+
+    calls = {"submit": lambda: rt.submit(graph, "q"), "metrics": lambda: rt.metrics().to_json(), "drain": rt.drain,
+             "close": spare.close, "__enter__": with_block, "__exit__": with_block,
+             "_properties": ("closed", "generator", "retriever")}
+    return SHARED, rt, members(rt, calls), cleanup  # submit, metrics, drain, close: thread-safe in C++
+
+
+def rag_future_case():
+    rt = rag.Runtime(TinyEngine(), TinyIndex())
+    f = rt.submit(tiny_graph(), "q")
+    return SHARED, f, {"result": lambda: f.result(timeout=30), "done": f.done, "cancel": f.cancel}, rt.close
+
+
+def rag_result_case():
+    with rag.Runtime(TinyEngine(), TinyIndex()) as rt:
+        r = rt.submit(tiny_graph(), "q").result()
+    return SHARED, r, members(r, {"_properties": ("error", "exception", "metrics", "state", "status")})
+
+
+def rag_request_metrics_case():
+    with rag.Runtime(TinyEngine(), TinyIndex()) as rt:
+        m = rt.submit(tiny_graph(), "q").result().metrics
+    return SHARED, m, members(m, {"to_json": m.to_json, "to_dict": m.to_dict,
+                                  "_properties": ("decode_steps", "end_to_end_ms", "first_token_ms", "generation_ms",
+                                                  "queued_ms", "retrieval_ms", "retrieval_substages")})
+
+
+def rag_runtime_metrics_case():
+    with rag.Runtime(TinyEngine(), TinyIndex()) as rt:
+        m = rt.metrics()
+    fields = ("cancelled", "elapsed_ms", "failed", "finished", "generation_batch_max", "generation_batch_mean",
+              "generation_batches", "generation_busy", "in_flight", "queued", "retrieval_batch_max",
+              "retrieval_batch_mean", "retrieval_batches", "retrieval_busy", "submitted", "timed_out")
+    return SHARED, m, members(m, {"to_json": m.to_json, "to_dict": m.to_dict, "_properties": fields})
+
+
+def rag_state_case():
+    s = rag.State("q", texts={"a": "b"}, values={"n": 1})
+    calls = {"texts": lambda: setattr(s, "texts", {"a": random.choice("xyz")}), "values": lambda: s.values.update({"n": 2}),
+             "input": lambda: setattr(s, "input", s.input), "text": lambda: s.text("a"), "get": lambda: s.get("n"),
+             "visited": lambda: s.visited(0), "copy": s.copy, "_properties": ("request", "retrieved", "visits")}
+    return SHARED, s, members(s, calls)  # every call holds the GIL
+
+
+def rag_map_case(kind):
+    s = rag.State("q")
+    m = getattr(s, kind)
+    keys = ["a", "b", "c"]
+
+    def value():
+        return random.choice(keys) if kind == "texts" else random.randrange(9)
+
+    def delete_all():
+        for k in m:  # iteration is a snapshot: deleting while walking is safe
+            m.__delitem__(k)
+
+    calls = {"__getitem__": lambda: m[random.choice(keys)], "__setitem__": lambda: m.__setitem__(random.choice(keys), value()),
+             "__delitem__": lambda: m.__delitem__(random.choice(keys)), "__contains__": lambda: random.choice(keys) in m,
+             "__iter__": delete_all, "__len__": lambda: len(m), "items": m.items, "keys": m.keys, "values": m.values,
+             "get": lambda: m.get(random.choice(keys)), "update": lambda: m.update({random.choice(keys): value()}),
+             "clear": lambda: m.clear() if random.random() < 0.05 else None}
+    return SHARED, m, calls  # with the GIL
+
+
+def rag_graph_case():
+    g = rag.Graph()
+    g.add_retrieval(0, "retrieve", 2)
+    g.add_edge(rag.START, 0)
+    ids = range(1, 6)
+
+    def node_id():
+        return random.choice(ids)
+
+    calls = {"add_generation": lambda: g.add_generation(node_id(), "g", 2),
+             "add_retrieval": lambda: g.add_retrieval(node_id(), "r", 2),
+             "add_user": lambda: g.add_user(node_id(), "u", lambda s: None),
+             "add_edge": lambda: g.add_edge(node_id(), lambda s: rag.END, targets=[rag.END]),
+             "bound_visits": lambda: g.bound_visits(node_id(), 2), "validate": g.validate,
+             "next": lambda: g.next(rag.START, rag.State("q")), "node": lambda: g.node(node_id()),
+             "conditional": lambda: g.conditional(node_id()), "__contains__": lambda: node_id() in g,
+             "_properties": ("frozen", "nodes")}
+    return SHARED, g, members(g, calls)  # with the GIL; frozen (immutable) once submitted
+
+
+def rag_node_case():
+    n = tiny_graph().node(0)
+    return SHARED, n, members(n, {"_properties": ("id", "kind", "name", "prompt_tokens", "tokens", "top_k")})
+
+
+def rag_slot_case(side):
+    """A slot while its call runs: the runtime's thread waits inside step or search meanwhile."""
+    captured, release, box = threading.Event(), threading.Event(), {}
+
+    def hold(batch):
+        if "slot" not in box:
+            box["slot"] = batch[0]
+            captured.set()
+            release.wait(60)
+
+    class Engine(TinyEngine):
+        def step(self, batch):
+            if side == "generation":
+                hold(batch)
+            return 0.0
+
+    class Index(TinyIndex):
+        def search(self, batch):
+            if side == "retrieval":
+                hold(batch)
+            return super().search(batch)
+
+    rt = rag.Runtime(Engine(), Index())
+    rt.submit(tiny_graph(), "q")
+    assert captured.wait(30)
+    slot = box["slot"]
+
+    def cleanup():
+        release.set()
+        rt.close()
+
+    if side == "generation":
+        calls = {"_properties": ("context", "docs", "node", "request", "speculative", "state", "step")}
+    else:
+        calls = {"offer": lambda: slot.offer(random.random(), random.randrange(9)),
+                 "_properties": ("clusters", "k", "query", "request", "results", "worst")}
+    return SHARED, slot, members(slot, calls), cleanup  # with the GIL, during the call
+
+
 KV_CACHES = ("ARCCache", "GDSFCache", "LFUCache", "LFUDACache", "LIRSCache", "LRUCache", "S3FIFOCache", "SIEVECache",
              "TwoQueueCache", "WTinyLFUCache")
 TREES = ("PrefixTree", "LRUPrefixTree", "GDSFPrefixTree", "S3FIFOPrefixTree")
@@ -417,6 +621,8 @@ CASES = {
     "frugal.draft.DrafterConfig": drafter_config_case,
     "frugal.draft.History": history_case,
     "frugal.draft.HistoryPublisher": publisher_case,
+    "frugal.draft.MeasuredCost": measured_cost_case,
+    "frugal.draft.RooflineCost": roofline_cost_case,
     "frugal.draft.Speculator": speculator_case,
     "frugal.draft.SuffixAutomaton": automaton_case,
     "frugal.draft.VerifyResult": verify_result_case,
@@ -435,6 +641,21 @@ CASES = {
     "frugal.prune.Route": lambda: enum_case(prune.Route.dropped),
     "frugal.prune.ThresholdPoint": threshold_point_case,
     "frugal.prune.TrajectorySet": trajectories_case,
+    "frugal.rag.GenerationSlot": lambda: rag_slot_case("generation"),
+    "frugal.rag.Future": rag_future_case,
+    "frugal.rag.Graph": rag_graph_case,
+    "frugal.rag.Node": rag_node_case,
+    "frugal.rag.NodeKind": lambda: enum_case(rag.NodeKind.user),
+    "frugal.rag.Policy": lambda: enum_case(rag.Policy.wavefront),
+    "frugal.rag.RequestMetrics": rag_request_metrics_case,
+    "frugal.rag.Result": rag_result_case,
+    "frugal.rag.RetrievalSlot": lambda: rag_slot_case("retrieval"),
+    "frugal.rag.Runtime": rag_runtime_case,
+    "frugal.rag.RuntimeMetrics": rag_runtime_metrics_case,
+    "frugal.rag.State": rag_state_case,
+    "frugal.rag.Status": lambda: enum_case(rag.Status.timed_out),
+    "frugal.rag.TextMap": lambda: rag_map_case("texts"),
+    "frugal.rag.ValueMap": lambda: rag_map_case("values"),
     "frugal.schedule.Fragment": fragment_case,
     "frugal.schedule.GraphSwitchProblem": graph_switch_case,
     "frugal.schedule.Placement": placement_case,
@@ -502,14 +723,18 @@ def test_two_threads_at_once(name, fast_switches):
     assert name in CASES, f"{name} has no case here: add a factory and a call of each of its methods"
     assert name in classes, f"{name} is not a class of the module"
     random.seed(name)
-    kind, obj, calls = CASES[name]()
-    assert type(obj) is classes[name]
-    assert public_methods(classes[name]) <= set(calls), f"no call of {public_methods(classes[name]) - set(calls)}"
-    for call, e in hammer(calls, SECONDS):
-        if isinstance(e, frugal.RuntimeFailureError) and BUSY in str(e):
-            assert kind == FLAGGED, f"{name}.{call}: documented as safe to share, raised {e!r}"
-        else:
-            assert isinstance(e, ARGUMENT_ERRORS), f"{name}.{call} raised {e!r}"
+    kind, obj, calls, *cleanup = CASES[name]()  # a case that holds threads ends them after
+    try:
+        assert type(obj) is classes[name]
+        assert public_methods(classes[name]) <= set(calls), f"no call of {public_methods(classes[name]) - set(calls)}"
+        for call, e in hammer(calls, SECONDS):
+            if isinstance(e, frugal.RuntimeFailureError) and BUSY in str(e):
+                assert kind == FLAGGED, f"{name}.{call}: documented as safe to share, raised {e!r}"
+            else:
+                assert isinstance(e, ARGUMENT_ERRORS), f"{name}.{call} raised {e!r}"
+    finally:
+        for end in cleanup:
+            end()
 
 
 # ---- a call without the GIL marks its object busy for every other method ------------------
