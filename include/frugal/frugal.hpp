@@ -62,6 +62,7 @@
 #include "frugal/cache/lfu_policy.hpp"
 #include "frugal/cache/lirs_policy.hpp"
 #include "frugal/cache/lru_policy.hpp"
+#include "frugal/cache/page_keys.hpp"
 #include "frugal/cache/percache_scheduler.hpp"
 #include "frugal/cache/prefix_tree.hpp"
 #include "frugal/cache/priority_buckets.hpp"

@@ -27,6 +27,7 @@
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/cache_policy.hpp"
 #include "frugal/cache/lfu_policy.hpp"
+#include "frugal/cache/page_keys.hpp"
 #include "frugal/core/assert.hpp"
 #include "frugal/core/atomic_file.hpp"
 #include "frugal/core/checked.hpp"
@@ -149,30 +150,6 @@ struct chunk_value {
     std::size_t bytes;
     double cost = 1.0;
 };
-
-/// Keys of the full pages of a token sequence, vLLM-style: each page's key hashes its tokens
-/// chained on the previous page's key, the first seeded with `namespace_key` (the model or
-/// adapter), so equal keys mean equal prefixes. A `prefix_tree` keyed by them matches at page
-/// granularity: requests that share the first pages of a chunk share those pages' nodes. The
-/// tokens of a last, partial page get no key.
-/// @code
-/// auto keys = frugal::cache::page_keys(std::span<const int>(tokens), 16, adapter_id);
-/// auto lock = tree.match(keys);   // lock.length() pages of KV reusable
-/// @endcode
-template <std::integral Token>
-[[nodiscard]] std::vector<std::uint64_t> page_keys(std::span<const Token> tokens, std::size_t page_size,
-                                                   std::uint64_t namespace_key = 0) {
-    FRUGAL_CHECK(page_size > 0, "page_keys: page size 0");
-    std::vector<std::uint64_t> keys;
-    keys.reserve(tokens.size() / page_size);
-    std::uint64_t parent = hash_combine(0x6672756761ull, namespace_key);
-    for (std::size_t p = 0; p + page_size <= tokens.size(); p += page_size) {
-        std::uint64_t h = parent;
-        for (std::size_t i = p; i < p + page_size; ++i) h = hash_combine(h, static_cast<std::uint64_t>(tokens[i]));
-        keys.push_back(parent = h);
-    }
-    return keys;
-}
 
 /// PerCache's knowledge bank (section 4.1.1) and a serving engine's KV prefix cache: a tree
 /// keyed by sequences of chunk ids (or `page_keys`), one node per (prefix, chunk) holding the

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "frugal/cache/page_keys.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/hash.hpp"
 
@@ -34,34 +35,16 @@ struct tier_namespace {
     }
 };
 
-/// A chunk's key: 128 bits chained from its parent's key and its own tokens, so that a key
-/// names the whole prefix up to and including its chunk.
-struct tier_key {
-    std::uint64_t high = 0, low = 0;
-    friend bool operator==(const tier_key&, const tier_key&) = default;
-};
-
 /// The keys of the whole chunks of `tokens` (`ns.page_tokens` each; a partial last chunk
-/// has none), each chained to the previous one's; the first from the namespace.
+/// has none) in namespace `ns`: `chained_page_keys` seeded with the namespace's id, so a
+/// key names the whole prefix up to and including its chunk, in that namespace only.
 /// @code
 /// auto keys = frugal::cache::chunk_keys<int>(ns, prompt);   // prompt.size() / 64 keys
 /// @endcode
 template <std::integral Token>
 [[nodiscard]] std::vector<tier_key> chunk_keys(const tier_namespace& ns, std::span<const Token> tokens) {
     FRUGAL_CHECK(ns.page_tokens > 0, "chunk_keys: the namespace's page_tokens must be > 0");
-    std::vector<tier_key> keys;
-    keys.reserve(tokens.size() / ns.page_tokens);
-    // Two independent 64-bit chains (different seeds) make a 128-bit key.
-    std::uint64_t high = hash_combine(ns.id(), 0x5851F42D4C957F2Dull), low = hash_combine(ns.id(), 0x14057B7EF767814Full);
-    for (std::size_t start = 0; start + ns.page_tokens <= tokens.size(); start += ns.page_tokens) {
-        for (std::size_t i = start; i < start + ns.page_tokens; ++i) {
-            const auto t = static_cast<std::uint64_t>(static_cast<std::int64_t>(tokens[i]));
-            high = hash_combine(high, t);
-            low = hash_combine(low ^ 0xD6E8FEB86659FD93ull, t);
-        }
-        keys.push_back({high, low});
-    }
-    return keys;
+    return chained_page_keys(tokens, ns.page_tokens, ns.id());
 }
 
 /// Counters of a tier since it was opened.
