@@ -4,6 +4,7 @@
 // --threads N, the sharded wrapper's throughput on 1 and on N threads, in the same run.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <iterator>
 #include <list>
@@ -27,6 +28,7 @@
 #include <frugal/cache/two_queue_policy.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
+#include "cache_tier.hpp"
 #include "cache_trace.hpp"
 #include "harness.hpp"
 
@@ -313,8 +315,28 @@ public:
         app.add_option("--keys", keys_, "distinct keys of the Zipf stream")->capture_default_str();
         app.add_option("--ops", ops_, "requests of the Zipf stream")->capture_default_str();
         app.add_option("--seed", seed_, "seed of the Zipf stream")->capture_default_str();
+        app.add_option("--tier", tier_.tier,
+                       "disk | redis: engine processes sharing a cache tier (prefix tokens served with and without it)")
+            ->check(CLI::IsMember({"disk", "redis"}));
+        app.add_option("--processes", tier_.processes, "engine processes with --tier (comma-separated)")
+            ->delimiter(',')
+            ->check(CLI::Range(std::size_t{1}, std::size_t{64}))
+            ->capture_default_str();
+        app.add_option("--redis", tier_.redis, "HOST:PORT of a Redis server for --tier redis (default: start one)");
+        app.add_option("--kv-bytes-per-token", tier_.kv_bytes_per_token, "KV bytes per token with --tier")
+            ->check(CLI::PositiveNumber)
+            ->capture_default_str();
+        app.add_option("--conversations", tier_.conversations, "conversations with --tier")
+            ->check(CLI::PositiveNumber)
+            ->capture_default_str();
+        app.add_option("--data", tier_data_, "token file (.tok) of the --tier conversations (default: the bundled "
+                                             "Spec-Bench file when present, else generated)");
     }
     int run(result_sink& sink) override {
+        if (!tier_.tier.empty()) {
+            for (auto& r : run_tier()) sink.add(std::move(r));
+            return 0;
+        }
         FRUGAL_CHECK(!trace_.empty() || alpha_ > 0, "cache: give --trace FILE or --zipf ALPHA");
         const auto trace = trace_.empty() ? zipf_trace(alpha_, keys_, ops_, seed_) : read_trace(trace_, format_);
         const auto policies = policy_ == "all" ? all_policies : std::vector<std::string>{policy_};
@@ -379,9 +401,10 @@ public:
                            .x = "policy", .y = "mops_per_s", .series = "", .xlabel = "policy", .ylabel = "Mops/s", .kind = "bar",
                            .filter = {{"trace", "zipf"}}});
         add_headlines(s, runs, used);
+        add_tier_runs(s, ctx);
         s.tables.push_back({.title = "Hit ratio by trace and capacity",
                             .columns = {"trace", "policy", "capacity", "requests", "hit_ratio", "byte_hit_ratio"},
-                            .exclude = {{"trace", "zipf"}}});
+                            .filter = {{"kind", "curve"}}});
         s.tables.push_back({.title = "Throughput: Zipf 0.99, capacity = keys / 10, one thread",
                             .columns = {"policy", "capacity", "requests", "hit_ratio", "mops_per_s"},
                             .filter = {{"trace", "zipf"}}});
@@ -449,6 +472,7 @@ private:
         for (std::size_t c : capacities)
             for (record& r : replay_side_by_side(policies, c, false, trace)) {
                 r["trace"] = label;
+                r["kind"] = "curve";
                 s.records.push_back(std::move(r));
             }
         s.plots.push_back({.file = "cache_hit_ratio_" + label + ".png", .title = "Hit ratio vs capacity: " + label,
@@ -456,11 +480,90 @@ private:
                            .ylabel = "hit ratio", .logx = true, .filter = {{"trace", label}}});
     }
 
+    // Engine processes sharing a tier (pages of 64 tokens x 4 KiB a token here, to keep the
+    // report short; `--tier` defaults to the 1B-class 32 KiB).
+    void add_tier_runs(report_section& s, const report_context& ctx) const {
+        tier_bench_settings t{.kv_bytes_per_token = 4096, .conversations = ctx.quick ? 8 : 64};
+        std::vector<std::string> tiers{"disk"};
+#ifdef FRUGAL_BENCH_HAVE_REDIS
+        tiers.push_back("redis");
+#endif
+        const auto file = ctx.data_file("drafting/specbench_vicuna7b.tok");
+        for (const auto& name : tiers) {
+            t.tier = name;
+            std::vector<record> rs;
+            try {
+                rs = file ? tier_records(testing::read_tok_file(*file, t.conversations),
+                                         "conversations of specbench_vicuna7b.tok", t)
+                          : tier_records(generated_conversations(t.conversations, t.seed), "generated conversations", t);
+            } catch (const frugal::runtime_error& e) {  // e.g. no redis-server to start
+                s.notes += " The " + name + " tier did not run: " + e.what() + ".";
+                continue;
+            }
+            for (auto& r : rs) {
+                const bool targeted = file && !ctx.quick;
+                if (record_matches(r, {{"kind", "tier"}, {"processes", 4}})) {
+                    const double v = r["shared_over_alone"].get<double>();
+                    const std::string what = name + " tier, 4 engine processes: prefix tokens served per process";
+                    s.headlines.push_back(targeted ? at_least(what, v, "the same without the tier", 2.0)
+                                                   : untargeted(what, v, "the same without the tier"));
+                    if (r.contains("get_ratio_to_redis_benchmark")) {
+                        const double g = r["get_ratio_to_redis_benchmark"].get<double>();
+                        s.headlines.push_back(targeted ? at_least("redis tier get throughput", g, "redis-benchmark GET", 0.7)
+                                                       : untargeted("redis tier get throughput", g, "redis-benchmark GET"));
+                    }
+                }
+                s.records.push_back(std::move(r));
+            }
+        }
+        s.tables.push_back({.title = "Engine processes sharing a cache tier (`frugal-bench cache --tier disk|redis`)",
+                            .columns = {"tier", "processes", "shared_over_alone", "served_fraction_alone",
+                                        "served_fraction_shared", "wrong_pages", "get_ratio_to_redis_benchmark"},
+                            .filter = {{"kind", "tier"}}});
+        s.notes += " Tiers: conversations of 4 turns (each extends the previous one), every turn routed to a random "
+                   "process in lockstep rounds; each process keeps pages in a frugal prefix tree (LRU) under 1/8 of "
+                   "the working set and, with the tier, reads the longest run of missing pages from it and writes "
+                   "what it computes through to it; every page read is checked byte for byte (`wrong_pages`).";
+    }
+
+    static std::vector<testing::token_record> generated_conversations(std::size_t n, std::uint32_t seed) {
+        std::mt19937 rng(seed);
+        std::vector<testing::token_record> data;
+        for (std::size_t c = 0; c < n; ++c) {
+            testing::token_record r;
+            r.prompt.resize(200 + rng() % 600);
+            r.response.resize(100 + rng() % 200);
+            for (auto& t : r.prompt) t = static_cast<std::int32_t>(rng() % 32000);
+            for (auto& t : r.response) t = static_cast<std::int32_t>(rng() % 32000);
+            data.push_back(std::move(r));
+        }
+        return data;
+    }
+
+    // The --tier conversations: a .tok file (--data, else the bundled Spec-Bench file), or
+    // generated ones (prompts of 200-800 random tokens, answers of 100-300).
+    std::vector<record> run_tier() const {
+        std::filesystem::path file = tier_data_;
+        if (file.empty())
+            for (const std::filesystem::path dir : {std::filesystem::path(FRUGAL_DEFAULT_DATA_DIR),
+                                                    std::filesystem::path("../shared/data")})
+                if (std::filesystem::exists(dir / "drafting/specbench_vicuna7b.tok")) {
+                    file = dir / "drafting/specbench_vicuna7b.tok";
+                    break;
+                }
+        if (file.empty()) return tier_records(generated_conversations(tier_.conversations, tier_.seed),
+                                              "generated conversations", tier_);
+        return tier_records(testing::read_tok_file(file, tier_.conversations),
+                            "conversations of " + file.filename().string(), tier_);
+    }
+
     std::string trace_, format_ = "lines", policy_ = "all";
     std::size_t capacity_ = 1000, threads_ = 0;
     bool bytes_ = false;
     double alpha_ = 0;
     std::uint64_t keys_ = 1000000, ops_ = 20000000, seed_ = 1;
+    tier_bench_settings tier_{.tier = ""};
+    std::string tier_data_;
 };
 
 FRUGAL_BENCH_COMMAND(cache_command);
