@@ -35,6 +35,7 @@
 #include "common.hpp"
 
 namespace frugal::python {
+void bind_tiers(py::module_& m);  // tier.cpp
 namespace {
 
 using cache::eviction_reason;
@@ -791,6 +792,7 @@ handles to per-chunk tensors, under a byte budget with leaf-only eviction.
             "they can push out prefixes that requests share.", "S3FIFOPrefixTree").c_str());
     bind_page_keys(m);
     bind_semantic(m);
+    bind_tiers(m);
 }
 
 }  // namespace frugal::python

@@ -152,6 +152,36 @@ def prefix_match_case(cls):
     return FLAGGED, m, calls
 
 
+TIER_NS = cache.TierNamespace("threads", "bf16", "nhd", 4)
+TIER_KEYS = cache.chunk_keys(np.arange(32, dtype=np.int32), TIER_NS)
+
+
+def tier_calls(t):
+    pages = np.zeros((len(TIER_KEYS), 64), np.uint8)
+    return {"exists_prefix": lambda: t.exists_prefix(TIER_KEYS), "get": lambda: t.get(TIER_KEYS, pages.copy()),
+            "put": lambda: t.put(TIER_KEYS, pages), "_properties": ("stats",)}
+
+
+def disk_tier_case():
+    t = cache.DiskTier(path_of("tier"), TIER_NS, byte_budget=1 << 20)
+    return FLAGGED, t, members(t, {**tier_calls(t), "_properties": ("stats", "directory")})
+
+
+def redis_tier_case():
+    t = cache.RedisTier(TIER_NS, port=1, timeout_ms=20, max_backoff_ms=20)  # nothing listens: every call misses
+    return FLAGGED, t, members(t, {**tier_calls(t), "connected": t.connected})
+
+
+def tier_namespace_case():
+    return SHARED, TIER_NS, members(TIER_NS, {"_properties": ("model", "dtype", "layout", "page_tokens", "id")})
+
+
+def tier_stats_case():
+    s = cache.DiskTier(path_of("tier-stats"), TIER_NS, byte_budget=1 << 20).stats
+    return SHARED, s, members(s, {"_properties": ("hits", "misses", "puts", "evictions", "refused", "errors",
+                                                  "bytes_read", "bytes_written")})
+
+
 def semantic_case():
     rng = np.random.default_rng(2)
     s = cache.SemanticCache(capacity=32, dim=16, tau=0.5)
@@ -617,6 +647,10 @@ CASES = {
     **{f"frugal.cache.{n}": (lambda n=n: prefix_tree_case(getattr(cache, n))) for n in TREES},
     **{f"frugal.cache.{n}Match": (lambda n=n: prefix_match_case(getattr(cache, n))) for n in TREES},
     "frugal.cache.SemanticCache": semantic_case,
+    "frugal.cache.DiskTier": disk_tier_case,
+    **({"frugal.cache.RedisTier": redis_tier_case} if hasattr(cache, "RedisTier") else {}),
+    "frugal.cache.TierNamespace": tier_namespace_case,
+    "frugal.cache.TierStats": tier_stats_case,
     "frugal.draft.Drafter": drafter_case,
     "frugal.draft.DrafterConfig": drafter_config_case,
     "frugal.draft.History": history_case,
