@@ -315,7 +315,7 @@ public:
         app.add_option("--keys", keys_, "distinct keys of the Zipf stream")->capture_default_str();
         app.add_option("--ops", ops_, "requests of the Zipf stream")->capture_default_str();
         app.add_option("--seed", seed_, "seed of the Zipf stream")->capture_default_str();
-        app.add_option("--tier", tier_.tier,
+        app.add_option("--tier", tier_name_,
                        "disk | redis: engine processes sharing a cache tier (prefix tokens served with and without it)")
             ->check(CLI::IsMember({"disk", "redis"}));
         app.add_option("--processes", tier_.processes, "engine processes with --tier (comma-separated)")
@@ -333,7 +333,8 @@ public:
                                              "Spec-Bench file when present, else generated)");
     }
     int run(result_sink& sink) override {
-        if (!tier_.tier.empty()) {
+        if (!tier_name_.empty()) {
+            tier_.tier = tier_name_;
             for (auto& r : run_tier()) sink.add(std::move(r));
             return 0;
         }
@@ -483,7 +484,9 @@ private:
     // Engine processes sharing a tier (pages of 64 tokens x 4 KiB a token here, to keep the
     // report short; `--tier` defaults to the 1B-class 32 KiB).
     void add_tier_runs(report_section& s, const report_context& ctx) const {
-        tier_bench_settings t{.kv_bytes_per_token = 4096, .conversations = ctx.quick ? 8 : 64};
+        tier_bench_settings t;
+        t.kv_bytes_per_token = 4096;
+        t.conversations = ctx.quick ? 8 : 64;
         std::vector<std::string> tiers{"disk"};
 #ifdef FRUGAL_BENCH_HAVE_REDIS
         tiers.push_back("redis");
@@ -545,8 +548,7 @@ private:
     std::vector<record> run_tier() const {
         std::filesystem::path file = tier_data_;
         if (file.empty())
-            for (const std::filesystem::path dir : {std::filesystem::path(FRUGAL_DEFAULT_DATA_DIR),
-                                                    std::filesystem::path("../shared/data")})
+            for (const auto& dir : {std::filesystem::path(FRUGAL_DEFAULT_DATA_DIR), std::filesystem::path("../shared/data")})
                 if (std::filesystem::exists(dir / "drafting/specbench_vicuna7b.tok")) {
                     file = dir / "drafting/specbench_vicuna7b.tok";
                     break;
@@ -562,8 +564,8 @@ private:
     bool bytes_ = false;
     double alpha_ = 0;
     std::uint64_t keys_ = 1000000, ops_ = 20000000, seed_ = 1;
-    tier_bench_settings tier_{.tier = ""};
-    std::string tier_data_;
+    tier_bench_settings tier_;  // its `tier` is set from --tier when given
+    std::string tier_data_, tier_name_;
 };
 
 FRUGAL_BENCH_COMMAND(cache_command);
