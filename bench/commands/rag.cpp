@@ -138,7 +138,7 @@ void simulate(const sim_settings& s, const std::vector<double>& rate_fractions, 
                        {"naive_async_rate", sustained[1]}, {"naive_async_split_rate", sustained[2]},
                        {"wavefront_rate", sustained[3]}, {"wavefront_over_naive_async", sustained[3] / sustained[1]},
                        {"wavefront_over_naive_async_split", sustained[3] / sustained[2]},
-                       {"rate_ratio", sustained[3] / sustained[0]}});
+                       {"rate_ratio", sustained[3] / sustained[0]}, {"naive_ratio", sustained[1] / sustained[0]}});
         for (double f : rate_fractions) {
             const double rate = f * sustained[3];
             for (const auto& sch : schedulers()) {
