@@ -71,6 +71,7 @@
 #include "frugal/cache/sharded_cache.hpp"
 #include "frugal/cache/sieve_policy.hpp"
 #include "frugal/cache/tier.hpp"
+#include "frugal/cache/tiered_prefix_tree.hpp"
 #include "frugal/cache/two_queue_policy.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
 

@@ -19,9 +19,11 @@
 #include <gtest/gtest.h>
 
 #include <frugal/backend/redis/redis_tier.hpp>
+#include <frugal/cache/tiered_prefix_tree.hpp>
 
 #include "frugal_test_errors.hpp"
 #include "frugal_test_redis.hpp"
+#include "host_pages.hpp"
 
 namespace {
 
@@ -229,6 +231,47 @@ TEST(RedisTier, AnUnreachableServerMissesWithinTheTimeout) {
     EXPECT_EQ(tier.exists_prefix(keys), 0u);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
     EXPECT_GT(tier.stats().errors, 0u);
+}
+
+// Two engine processes, each with a prefix tree in memory over the same server: a
+// conversation's pages computed by one are loaded by the other (write-through), and pages a
+// write-back engine held until it exited reach the server then.
+TEST(RedisTier, TieredPrefixTreesInTwoProcessesServeEachOthersPages) {
+    using frugal::cache_model::host_pages;
+    using tree_t = tiered_prefix_tree<redis_tier, host_pages>;
+    redis_server server;
+    FRUGAL_NEED_SERVER(server);
+    std::vector<int> turn1, turn2;
+    for (int i = 0; i < 40; ++i) turn1.push_back(i * 3 + 1);
+    turn2 = turn1;
+    for (int i = 0; i < 24; ++i) turn2.push_back(i * 5 + 2);
+    const auto keys1 = chunk_keys<int>(ns, turn1), keys2 = chunk_keys<int>(ns, turn2);  // 10 and 16 pages
+    auto engine = [&](write_policy write, const std::vector<tier_key>& keys) {
+        redis_tier tier(ns, on(server));
+        host_pages pool(64, 1024);
+        tree_t tree(frugal::memory_budget(32 * 1024), tier, pool, ns, {.write = write});
+        auto hit = tree.match(keys);
+        for (std::size_t i = 0; i < hit.lock.length(); ++i)
+            if (!pool.holds(hit.lock.handle(i), keys[i])) return -1;
+        std::vector<std::uint32_t> fresh;
+        for (std::size_t i = hit.lock.length(); i < keys.size(); ++i) fresh.push_back(pool.compute(keys[i]));
+        const auto r = tree.insert(hit.lock, keys, fresh);
+        if (r.cached != keys.size()) return -2;
+        return static_cast<int>(hit.from_tier);
+    };
+    auto in_child = [&](write_policy write, const std::vector<tier_key>& keys, int from_tier) {
+        const pid_t child = fork();
+        if (child == 0) _exit(engine(write, keys) == from_tier ? 0 : 1);
+        int status = 0;
+        waitpid(child, &status, 0);
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    };
+    ASSERT_TRUE(in_child(write_policy::through, keys1, 0));  // an empty server: every page computed
+    EXPECT_EQ(engine(write_policy::through, keys1), 10);      // every page from the other process
+    ASSERT_TRUE(in_child(write_policy::back, keys2, 10));     // turn 1 loaded, turn 2 written at exit
+    redis_tier probe(ns, on(server));
+    EXPECT_EQ(probe.exists_prefix(keys2), 16u);
+    EXPECT_EQ(engine(write_policy::through, keys2), 16);
 }
 
 }  // namespace

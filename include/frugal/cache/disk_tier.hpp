@@ -34,9 +34,6 @@
 namespace frugal::cache {
 
 namespace detail {
-struct tier_key_hash {
-    std::size_t operator()(const tier_key& k) const noexcept { return hash_mix(k.high ^ hash_mix(k.low)); }
-};
 // Weighs an index entry by its file's bytes.
 struct file_bytes_weigher {
     std::size_t operator()(const tier_key&, const std::uint64_t& bytes) const noexcept { return bytes; }
@@ -237,7 +234,7 @@ private:
     std::filesystem::path dir_;
     std::uint64_t space_;
     bool durable_;
-    basic_cache<tier_key, std::uint64_t, Policy, detail::file_bytes_weigher, detail::tier_key_hash> index_;
+    basic_cache<tier_key, std::uint64_t, Policy, detail::file_bytes_weigher, tier_key_hash> index_;
     tier_stats stats_;
 };
 

@@ -22,6 +22,13 @@ struct tier_key {
     friend bool operator==(const tier_key&, const tier_key&) = default;
 };
 
+/// Hash of a `tier_key` for hash tables (both chains mixed).
+struct tier_key_hash {
+    std::size_t operator()(const tier_key& k) const noexcept {
+        return static_cast<std::size_t>(hash_mix(k.high ^ hash_mix(k.low)));
+    }
+};
+
 /// The chained keys of the full pages of `tokens` (`page_size` each; a last, partial page
 /// has none), the chain seeded with `seed`.
 /// @code
