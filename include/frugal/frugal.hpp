@@ -72,6 +72,7 @@
 #include "frugal/cache/sieve_policy.hpp"
 #include "frugal/cache/tier.hpp"
 #include "frugal/cache/tiered_prefix_tree.hpp"
+#include "frugal/cache/tiered_semantic_cache.hpp"
 #include "frugal/cache/two_queue_policy.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
 

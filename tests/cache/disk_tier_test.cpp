@@ -223,4 +223,59 @@ TEST(RecordFrame, ChecksumSeesEveryByteAndTheLength) {
     EXPECT_NE(frugal::checksum64(std::span(bytes).first(999)), base);
 }
 
+TEST(RecordFrame, CheckFrameTellsWholeForeignOtherLengthAndDamaged) {
+    using frugal::frame_status;
+    const frugal::record_header want{.magic = {'T', 'E', 'S', 'T'}, .version = 3, .space = 7, .key_high = 1, .key_low = 2};
+    std::vector<std::byte> payload(300);
+    for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(i * 7);
+    const std::string frame = frugal::frame_record(want, payload);
+    const auto bytes = std::as_bytes(std::span(frame));
+    EXPECT_EQ(frugal::check_frame(bytes, want), frame_status::whole);
+    EXPECT_EQ(frugal::check_frame(bytes, want, 300), frame_status::whole);
+    EXPECT_EQ(frugal::check_frame(bytes, want, 299), frame_status::other_length);
+    std::vector<frugal::record_header> others(4, want);
+    others[0].version = 4;
+    others[1].space = 8;
+    others[2].key_low = 3;
+    others[3].magic[0] = 'X';
+    for (std::size_t i = 0; i < others.size(); ++i)
+        EXPECT_EQ(frugal::check_frame(bytes, others[i]), frame_status::foreign) << i;
+    for (std::size_t cut = 0; cut < frame.size(); cut += 13) {
+        const auto status = frugal::check_frame(bytes.first(cut), want);
+        EXPECT_TRUE(status == (cut < frugal::record_header::bytes + 8 ? frame_status::foreign : frame_status::damaged)) << cut;
+    }
+    for (std::size_t i = 0; i < frame.size(); i += 17) {
+        std::string flipped = frame;
+        flipped[i] ^= 0x10;
+        EXPECT_NE(frugal::check_frame(std::as_bytes(std::span(flipped)), want), frame_status::whole) << i;
+    }
+}
+
+TEST_F(DiskTier, ReadsValuesOfAnySizeAndListsTheNamespacesKeys) {
+    const tier_namespace other{.model = "test-8b", .dtype = "bf16", .layout = "nhd", .page_tokens = 4};
+    disk_tier<> tier(dir, ns, 1 << 20), foreign(dir, other, 1 << 20);
+    std::vector<tier_key> keys;
+    std::vector<std::string> values;
+    for (std::size_t i = 0; i < 9; ++i) {
+        keys.push_back({i * 977 + 1, i * 31 + 5});
+        values.push_back(std::string(i * 100, static_cast<char>('a' + i)));  // sizes 0 .. 800
+    }
+    std::vector<std::span<const std::byte>> views;
+    for (const auto& v : values) views.push_back(std::as_bytes(std::span(v)));
+    tier.put(keys, views);
+    foreign.put(std::span(keys).first(2), std::span(views).first(2));
+    for (std::size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(tier.read(keys[i]), values[i]) << i;
+    EXPECT_FALSE(tier.read({123, 456}).has_value());
+    auto listed = tier.keys();
+    ASSERT_EQ(listed.size(), keys.size());
+    for (const auto& k : keys) EXPECT_NE(std::find(listed.begin(), listed.end(), k), listed.end());
+    EXPECT_EQ(foreign.keys().size(), 2u);
+    std::string file = read(tier.path_of(keys[4]));
+    file[file.size() / 2] ^= 1;
+    write(tier.path_of(keys[4]), file);
+    EXPECT_FALSE(tier.read(keys[4]).has_value());  // damaged: a miss, and the file is gone
+    EXPECT_EQ(tier.keys().size(), keys.size() - 1);
+    EXPECT_EQ(tier.stats().refused, 1u);
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 // server's own LRU eviction (what it dropped is a miss, what it kept is exact), damaged
 // values written behind the tier's back (misses, never wrong data), and a server killed
 // in the middle of a pipeline and restarted empty (misses within the timeout, then normal).
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <sys/wait.h>
@@ -20,6 +22,7 @@
 
 #include <frugal/backend/redis/redis_tier.hpp>
 #include <frugal/cache/tiered_prefix_tree.hpp>
+#include <frugal/cache/tiered_semantic_cache.hpp>
 
 #include "frugal_test_errors.hpp"
 #include "frugal_test_redis.hpp"
@@ -272,6 +275,70 @@ TEST(RedisTier, TieredPrefixTreesInTwoProcessesServeEachOthersPages) {
     redis_tier probe(ns, on(server));
     EXPECT_EQ(probe.exists_prefix(keys2), 16u);
     EXPECT_EQ(engine(write_policy::through, keys2), 16);
+}
+
+TEST(RedisTier, ReadsValuesOfAnySizeAndListsOnlyItsNamespace) {
+    redis_server server;
+    FRUGAL_NEED_SERVER(server);
+    tier_namespace other = ns;
+    other.model = "test-8b";
+    redis_tier tier(ns, on(server)), foreign(other, on(server));
+    const auto keys = keys_for(1500, 9);  // more than one SCAN batch
+    std::vector<std::string> values;
+    std::vector<std::span<const std::byte>> views;
+    for (std::size_t i = 0; i < keys.size(); ++i) values.push_back(std::string(i % 300, static_cast<char>(i)));
+    for (const auto& v : values) views.push_back(std::as_bytes(std::span(v)));
+    tier.put(keys, views);
+    foreign.put(std::span(keys).first(5), std::span(views).first(5));
+    for (std::size_t i = 0; i < keys.size(); i += 37) EXPECT_EQ(tier.read(keys[i]), values[i]) << i;
+    auto listed = tier.keys();
+    EXPECT_EQ(listed.size(), keys.size());
+    auto key_less = [](const tier_key& a, const tier_key& b) { return std::pair(a.high, a.low) < std::pair(b.high, b.low); };
+    std::sort(listed.begin(), listed.end(), key_less);
+    for (const auto& k : keys) EXPECT_TRUE(std::binary_search(listed.begin(), listed.end(), k, key_less));
+    EXPECT_EQ(foreign.keys().size(), 5u);
+    redisContext* c = redisConnect("127.0.0.1", server.port());  // a value cut short behind the tier's back
+    ASSERT_NE(c, nullptr);
+    const std::string key = tier.key_of(keys[3]);
+    freeReplyObject(redisCommand(c, "SET %b %b", key.data(), key.size(), "FRKV", std::size_t{4}));
+    redisFree(c);
+    EXPECT_FALSE(tier.read(keys[3]).has_value());
+    EXPECT_EQ(tier.stats().refused, 1u);
+}
+
+// One process answers questions into a QA bank over the server; another, started after it
+// exited, rebuilds its index from the server and answers paraphrases of them.
+TEST(RedisTier, AQABankInAnotherProcessRebuildsFromTheServer) {
+    redis_server server;
+    FRUGAL_NEED_SERVER(server);
+    const tier_namespace answers{.model = "test-1b", .dtype = "answers", .layout = "text", .page_tokens = 1};
+    using bank_t = tiered_semantic_cache<redis_tier, std::string>;
+    constexpr std::size_t dim = 8;
+    auto embedding = [](std::size_t i) {
+        std::vector<float> e(dim, 0.01f);
+        e[i % dim] = 1.0f;
+        e[(i / dim) % dim] += 0.5f;
+        return e;
+    };
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        redis_tier tier(answers, on(server));
+        bank_t bank(tier, answers, std::size_t{100}, dim, 0.999);
+        for (std::size_t i = 0; i < 24; ++i) bank.insert("question " + std::to_string(i), embedding(i), "answer " + std::to_string(i));
+        _exit(bank.stats().writes == 24 ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    redis_tier tier(answers, on(server));
+    bank_t bank(tier, answers, std::size_t{100}, dim, 0.999);
+    EXPECT_EQ(bank.restore(), 24u);
+    for (std::size_t i = 0; i < 24; ++i) {
+        const auto h = bank.lookup("reworded " + std::to_string(i), embedding(i));
+        ASSERT_TRUE(h && h->entry->answer) << i;
+        EXPECT_EQ(*h->entry->answer, "answer " + std::to_string(i));
+    }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -136,6 +137,46 @@ public:
         }
     }
 
+    /// The value under `key`, of any size; nullopt when its file is missing, truncated,
+    /// corrupt or foreign (then deleted, as `get` does).
+    [[nodiscard]] std::optional<std::string> read(const tier_key& key) {
+        const auto path = path_of(key);
+        std::error_code ec;
+        const auto size = std::filesystem::file_size(path, ec);
+        std::string frame;
+        if (!ec) {
+            frame.resize(size);
+            std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+            if (!f) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+            else frame.resize(std::fread(frame.data(), 1, frame.size(), f.get()));
+        }
+        if (ec) {
+            ++stats_.misses;
+            return std::nullopt;
+        }
+        const auto bytes = std::as_bytes(std::span(frame));
+        if (check_frame(bytes, header_of(key)) != frame_status::whole) {
+            refuse(key);
+            return std::nullopt;
+        }
+        ++stats_.hits;
+        stats_.bytes_read += frame.size() - record_header::bytes - record_header::checksum_bytes;
+        know(key, frame.size());
+        return frame.substr(record_header::bytes, frame.size() - record_header::bytes - record_header::checksum_bytes);
+    }
+
+    /// The keys of every entry file in the namespace's directory now (other processes'
+    /// included).
+    [[nodiscard]] std::vector<tier_key> keys() const {
+        std::vector<tier_key> found;
+        std::error_code ec;
+        for (auto it = std::filesystem::recursive_directory_iterator(dir_, ec);
+             !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+            if (const auto key = key_of_file(it->path().filename().string()); key && it->is_regular_file(ec))
+                found.push_back(*key);
+        return found;
+    }
+
     /// Counters since the tier was opened.
     [[nodiscard]] tier_stats stats() const noexcept { return stats_; }
     /// Bytes of the files this tier knows (at most the budget).
@@ -185,11 +226,8 @@ private:
                            std::fread(&sum, 1, sizeof sum, f.get()) == sizeof sum && std::fgetc(f.get()) == EOF &&
                            sum == frame_checksum(head, out);
         if (!whole) {  // a renamed-in file is never partial: this one is damaged or foreign
-            ++stats_.refused;
             f.reset();
-            std::error_code ignored;
-            std::filesystem::remove(path, ignored);
-            index_.erase(key);
+            refuse(key);
             return false;
         }
         stats_.bytes_read += out.size();
@@ -197,26 +235,40 @@ private:
         return true;
     }
 
+    // Deletes `key`'s damaged or foreign file.
+    void refuse(const tier_key& key) {
+        ++stats_.refused;
+        std::error_code ignored;
+        std::filesystem::remove(path_of(key), ignored);
+        index_.erase(key);
+    }
+
+    // The key an entry file's name spells (32 hex digits and ".kv"), if it is one.
+    static std::optional<tier_key> key_of_file(const std::string& name) {
+        if (name.size() != 35 || !name.ends_with(".kv") ||
+            name.find_first_not_of("0123456789abcdef") != 32)
+            return std::nullopt;
+        return tier_key{std::stoull(name.substr(0, 16), nullptr, 16), std::stoull(name.substr(16, 16), nullptr, 16)};
+    }
+
     // Adopts the namespace's files (oldest first) and removes dead writers' temporary files.
     void adopt_existing() {
-        std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> found;
+        std::vector<std::pair<std::filesystem::file_time_type, tier_key>> found;
         std::error_code ec;
         for (auto it = std::filesystem::recursive_directory_iterator(dir_, ec);
              !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
             if (!it->is_regular_file(ec)) continue;
             const std::string name = it->path().filename().string();
-            if (name.size() == 35 && name.ends_with(".kv")) {
-                found.emplace_back(it->last_write_time(ec), it->path());
+            if (const auto key = key_of_file(name)) {
+                found.emplace_back(it->last_write_time(ec), *key);
             } else if (const auto at = name.find(".kv.tmp."); at != std::string::npos && !writer_alive(name, at + 8)) {
                 std::error_code ignored;
                 std::filesystem::remove(it->path(), ignored);
             }
         }
-        std::sort(found.begin(), found.end());
-        for (const auto& [when, path] : found) {
-            const std::string name = path.filename().string();
-            const tier_key key{std::stoull(name.substr(0, 16), nullptr, 16), std::stoull(name.substr(16, 16), nullptr, 16)};
-            const auto bytes = std::filesystem::file_size(path, ec);
+        std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (const auto& [when, key] : found) {
+            const auto bytes = std::filesystem::file_size(path_of(key), ec);
             if (!ec && bytes <= index_.capacity()) know(key, bytes);
         }
     }
@@ -238,6 +290,6 @@ private:
     tier_stats stats_;
 };
 
-static_assert(kv_tier<disk_tier<>>);
+static_assert(listable_tier<disk_tier<>>);
 
 }  // namespace frugal::cache

@@ -210,21 +210,7 @@ public:
         put(out, 16, static_cast<std::uint32_t>(sizeof(ChunkId)));
         put(out, 20, static_cast<std::uint32_t>(answer_unit));
         put(out, 24, static_cast<std::uint64_t>(size()));
-        entries_.for_each([&](const entry_id&, const entry_type& e) {
-            append_bytes(out, e.query.data(), e.query.size());
-            out.push_back(e.answer ? '\1' : '\0');
-            if (e.answer) {
-                if constexpr (std::is_trivially_copyable_v<Answer>) {
-                    append_bytes(out, &*e.answer, 1);
-                } else {
-                    append_bytes(out, e.answer->data(), e.answer->size());
-                }
-            }
-            append_bytes(out, e.chunks.data(), e.chunks.size());
-            append(out, e.refresh_floor);
-            const auto v = index_.vector(e.slot);
-            out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-        });
+        entries_.for_each([&](const entry_id&, const entry_type& e) { append_entry(out, e); });
         append(out, fnv1a(std::string_view(out)));
         write_file_atomically(path, std::string_view(out));
     }
@@ -250,68 +236,56 @@ public:
         const auto count = get<std::uint64_t>(in, 24);
         const std::size_t end = in.size() - 8;
         std::size_t at = header_bytes;
-        // Each length is checked against the bytes left before anything is allocated for it.
-        auto take_length = [&](std::size_t unit, const char* what) {
-            if (end - at < 8) fail("truncated before a ", what, " length");
-            const auto n = get<std::uint64_t>(in, at);
-            at += 8;
-            if (n > (end - at) / unit) fail(what, " length ", n, " exceeds the ", end - at, " bytes left");
-            return static_cast<std::size_t>(n);
-        };
         if (count > (end - at) / minimum_record_bytes()) fail("entry count ", count, " exceeds what ", end - at, " bytes can hold");
-        std::vector<entry_type> loaded;
-        std::vector<std::vector<float>> embeddings;
+        std::vector<stored_entry> loaded;
         loaded.reserve(static_cast<std::size_t>(count));
         std::unordered_map<std::string, std::size_t> seen;
         for (std::uint64_t i = 0; i < count; ++i) {
-            entry_type e;
-            const std::size_t qn = take_length(1, "query");
-            e.query.assign(in.data() + at, qn);
-            at += qn;
-            if (end - at < 1) fail("truncated in entry ", i);
-            const char has_answer = in[at++];
-            if (has_answer != 0 && has_answer != 1) fail("entry ", i, " has answer flag ", int(has_answer));
-            if (has_answer == 1) {
-                const std::size_t an = take_length(answer_unit, "answer");
-                if constexpr (std::is_trivially_copyable_v<Answer>) {
-                    if (an != 1) fail("entry ", i, " has ", an, " answers");
-                    Answer a;
-                    std::memcpy(&a, in.data() + at, sizeof(Answer));
-                    e.answer = a;
-                } else {
-                    using element = typename Answer::value_type;
-                    std::vector<element> elements(an);
-                    if (an > 0) std::memcpy(elements.data(), in.data() + at, an * sizeof(element));
-                    e.answer = Answer(elements.data(), elements.data() + an);
-                }
-                at += an * answer_unit;
-            }
-            const std::size_t cn = take_length(sizeof(ChunkId), "chunk list");
-            e.chunks.resize(cn);
-            if (cn > 0) std::memcpy(e.chunks.data(), in.data() + at, cn * sizeof(ChunkId));
-            at += cn * sizeof(ChunkId);
-            if (end - at < sizeof(float) * (dim() + 1)) fail("truncated in entry ", i);
-            e.refresh_floor = get<float>(in, at);
-            at += sizeof(float);
-            std::vector<float> v(dim());
-            std::memcpy(v.data(), in.data() + at, dim() * sizeof(float));
-            at += dim() * sizeof(float);
-            double norm = 0;
-            for (float x : v) {
-                if (!std::isfinite(x)) fail("entry ", i, " has a non-finite embedding");
-                norm += static_cast<double>(x) * x;
-            }
-            if (!(norm > 0)) fail("entry ", i, " has a zero embedding");
-            if (!seen.emplace(e.query, i).second) fail("entry ", i, " repeats the query of an earlier one");
-            loaded.push_back(std::move(e));
-            embeddings.push_back(std::move(v));
+            auto fail_in_entry = [&](const auto&... why) { fail("entry ", i, ": ", why...); };
+            loaded.push_back(read_entry(std::string_view(in).substr(0, end), at, fail_in_entry));
+            if (!seen.emplace(loaded.back().entry.query, i).second) fail("entry ", i, " repeats the query of an earlier one");
         }
         if (at != end) fail(end - at, " bytes after the last entry");
         clear();
-        for (std::size_t i = 0; i < loaded.size(); ++i) {
-            entry_type& e = loaded[i];
-            insert(std::move(e.query), embeddings[i], std::move(e.answer), std::move(e.chunks), e.refresh_floor);
-        }
+        for (stored_entry& s : loaded) restore(std::move(s));
+    }
+
+    /// An entry with its unit embedding, as `entry_record` writes it.
+    struct stored_entry {
+        entry_type entry;
+        std::vector<float> embedding;
+    };
+
+    /// Entry `e` as one record (what `save` writes for it: query, answer, chunk ids, refresh
+    /// floor, unit embedding), e.g. to keep it in a tier.
+    /// @code
+    /// std::string record = bank.entry_record(*bank.find(id));
+    /// @endcode
+    [[nodiscard]] std::string entry_record(const entry_type& e) const
+        requires detail::storable_answer<Answer> && std::is_trivially_copyable_v<ChunkId>
+    {
+        std::string out;
+        append_entry(out, e);
+        return out;
+    }
+
+    /// The entry in `record` (from `entry_record` of a bank of this dimension and these
+    /// types), validated as `load` validates; a malformed record throws
+    /// `frugal::runtime_error`.
+    [[nodiscard]] stored_entry parse_entry_record(std::string_view record) const
+        requires detail::storable_answer<Answer> && std::is_trivially_copyable_v<ChunkId>
+    {
+        auto fail = [](const auto&... why) { FRUGAL_FAIL(frugal::runtime_error, "semantic_cache: entry record: ", why...); };
+        std::size_t at = 0;
+        stored_entry e = read_entry(record, at, fail);
+        if (at != record.size()) fail(record.size() - at, " bytes after the entry");
+        return e;
+    }
+
+    /// Inserts a stored entry (from `parse_entry_record`) as `insert` does.
+    std::optional<entry_id> restore(stored_entry e) {
+        return insert(std::move(e.entry.query), e.embedding, std::move(e.entry.answer), std::move(e.entry.chunks),
+                      e.entry.refresh_floor);
     }
 
     /// Calls `f(id, entry)` for every entry, without counting accesses.
@@ -361,10 +335,81 @@ private:
         if (n > 0) s.append(reinterpret_cast<const char*>(p), n * sizeof(T));
     }
     template <class T>
-    static T get(const std::string& s, std::size_t off) noexcept {
+    static T get(std::string_view s, std::size_t off) noexcept {
         T v;
         std::memcpy(&v, s.data() + off, sizeof(T));
         return v;
+    }
+
+    // Appends entry `e`: query, answer flag and answer, chunk ids, refresh floor, unit embedding.
+    void append_entry(std::string& out, const entry_type& e) const {
+        append_bytes(out, e.query.data(), e.query.size());
+        out.push_back(e.answer ? '\1' : '\0');
+        if (e.answer) {
+            if constexpr (std::is_trivially_copyable_v<Answer>) {
+                append_bytes(out, &*e.answer, 1);
+            } else {
+                append_bytes(out, e.answer->data(), e.answer->size());
+            }
+        }
+        append_bytes(out, e.chunks.data(), e.chunks.size());
+        append(out, e.refresh_floor);
+        const auto v = index_.vector(e.slot);
+        out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    }
+
+    // Reads the entry at `at` of `in` (advancing `at`); `fail(why...)` throws. Each length is
+    // checked against the bytes left before anything is allocated for it.
+    template <class Fail>
+    stored_entry read_entry(std::string_view in, std::size_t& at, Fail&& fail) const {
+        const std::size_t end = in.size();
+        auto take_length = [&](std::size_t unit, const char* what) {
+            if (end - at < 8) fail("truncated before a ", what, " length");
+            const auto n = get<std::uint64_t>(in, at);
+            at += 8;
+            if (n > (end - at) / unit) fail(what, " length ", n, " exceeds the ", end - at, " bytes left");
+            return static_cast<std::size_t>(n);
+        };
+        stored_entry s;
+        entry_type& e = s.entry;
+        const std::size_t qn = take_length(1, "query");
+        e.query.assign(in.data() + at, qn);
+        at += qn;
+        if (end - at < 1) fail("truncated after the query");
+        const char has_answer = in[at++];
+        if (has_answer != 0 && has_answer != 1) fail("answer flag ", int(has_answer));
+        if (has_answer == 1) {
+            const std::size_t an = take_length(answer_unit, "answer");
+            if constexpr (std::is_trivially_copyable_v<Answer>) {
+                if (an != 1) fail(an, " answers");
+                Answer a;
+                std::memcpy(&a, in.data() + at, sizeof(Answer));
+                e.answer = a;
+            } else {
+                using element = typename Answer::value_type;
+                std::vector<element> elements(an);
+                if (an > 0) std::memcpy(elements.data(), in.data() + at, an * sizeof(element));
+                e.answer = Answer(elements.data(), elements.data() + an);
+            }
+            at += an * answer_unit;
+        }
+        const std::size_t cn = take_length(sizeof(ChunkId), "chunk list");
+        e.chunks.resize(cn);
+        if (cn > 0) std::memcpy(e.chunks.data(), in.data() + at, cn * sizeof(ChunkId));
+        at += cn * sizeof(ChunkId);
+        if (end - at < sizeof(float) * (dim() + 1)) fail("truncated before the embedding");
+        e.refresh_floor = get<float>(in, at);
+        at += sizeof(float);
+        s.embedding.resize(dim());
+        std::memcpy(s.embedding.data(), in.data() + at, dim() * sizeof(float));
+        at += dim() * sizeof(float);
+        double norm = 0;
+        for (float x : s.embedding) {
+            if (!std::isfinite(x)) fail("a non-finite embedding");
+            norm += static_cast<double>(x) * x;
+        }
+        if (!(norm > 0)) fail("a zero embedding");
+        return s;
     }
 
     // The embedding dimension, refused by name when no embedding could be that long.

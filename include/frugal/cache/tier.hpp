@@ -5,6 +5,7 @@
 /// (model, dtype, layout, page size), and the batched interface every tier provides.
 
 #include <concepts>
+#include <optional>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -72,6 +73,21 @@ concept kv_tier = requires(T& t, std::span<const tier_key> keys, std::span<const
     { t.get(keys, out) } -> std::convertible_to<std::size_t>;
     t.put(keys, values);
     { t.stats() } -> std::convertible_to<tier_stats>;
+};
+
+/// A tier that also stores values of any size and lists what it holds (a semantic cache's
+/// answers, rebuilt into an index after a restart):
+/// - `read(key)`: the value under `key` (nullopt: missing, truncated, corrupt or foreign);
+/// - `keys()`: the keys of the namespace the storage holds now (what other processes wrote
+///   included; a key may vanish before it is read).
+/// @code
+/// static_assert(frugal::cache::listable_tier<frugal::cache::disk_tier<>>);
+/// for (const auto& key : tier.keys()) if (auto value = tier.read(key)) use(*value);
+/// @endcode
+template <class T>
+concept listable_tier = kv_tier<T> && requires(T& t, const tier_key& key) {
+    { t.read(key) } -> std::same_as<std::optional<std::string>>;
+    { t.keys() } -> std::same_as<std::vector<tier_key>>;
 };
 
 }  // namespace frugal::cache

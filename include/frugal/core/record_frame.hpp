@@ -116,6 +116,23 @@ enum class frame_status {
     damaged,       ///< truncated, overlong, or its checksum does not match
 };
 
+/// Checks that `frame` is the whole record of `expected`'s kind, namespace and key, with a
+/// payload of any length.
+/// @code
+/// if (frugal::check_frame(bytes, want) == frugal::frame_status::whole) use(bytes);
+/// @endcode
+[[nodiscard]] inline frame_status check_frame(std::span<const std::byte> frame, const record_header& expected) noexcept {
+    if (frame.size() < record_header::bytes + record_header::checksum_bytes) return frame_status::foreign;
+    const record_header h = record_header::decode(frame);
+    if (!h.same_record(expected)) return frame_status::foreign;
+    if (frame.size() - record_header::bytes - record_header::checksum_bytes != h.length) return frame_status::damaged;
+    std::uint64_t sum;
+    std::memcpy(&sum, frame.data() + record_header::bytes + h.length, sizeof sum);
+    if (sum != frame_checksum(frame.first(record_header::bytes), frame.subspan(record_header::bytes, h.length)))
+        return frame_status::damaged;
+    return frame_status::whole;
+}
+
 /// Checks that `frame` is the whole record of `expected`'s kind, namespace and key with a
 /// payload of `payload_bytes`.
 /// @code
@@ -123,16 +140,10 @@ enum class frame_status {
 /// @endcode
 [[nodiscard]] inline frame_status check_frame(std::span<const std::byte> frame, const record_header& expected,
                                               std::uint64_t payload_bytes) noexcept {
-    if (frame.size() < record_header::bytes + record_header::checksum_bytes) return frame_status::foreign;
-    const record_header h = record_header::decode(frame);
-    if (!h.same_record(expected)) return frame_status::foreign;
-    if (h.length != payload_bytes) return frame_status::other_length;
-    if (frame.size() != record_header::bytes + h.length + record_header::checksum_bytes) return frame_status::damaged;
-    std::uint64_t sum;
-    std::memcpy(&sum, frame.data() + record_header::bytes + h.length, sizeof sum);
-    if (sum != frame_checksum(frame.first(record_header::bytes), frame.subspan(record_header::bytes, h.length)))
-        return frame_status::damaged;
-    return frame_status::whole;
+    const frame_status status = check_frame(frame, expected);
+    if (status == frame_status::foreign) return status;
+    if (record_header::decode(frame).length != payload_bytes) return frame_status::other_length;
+    return status;
 }
 
 }  // namespace frugal

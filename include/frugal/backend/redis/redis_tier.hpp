@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <hiredis.h>
@@ -128,6 +130,55 @@ public:
         }
     }
 
+    /// The value under `key`, of any size; nullopt when it is missing, truncated, corrupt or
+    /// foreign, or the server cannot answer.
+    [[nodiscard]] std::optional<std::string> read(const tier_key& key) {
+        std::optional<std::string> value;
+        const std::size_t found = run({&key, 1}, "GET", [&](const redisReply* r, std::size_t) {
+            if (r->type != REDIS_REPLY_STRING) return false;
+            const auto frame = std::as_bytes(std::span(r->str, r->len));
+            if (check_frame(frame, header_of(key)) != frame_status::whole) {
+                ++stats_.refused;
+                return false;
+            }
+            value.emplace(r->str + record_header::bytes, r->len - record_header::bytes - record_header::checksum_bytes);
+            stats_.bytes_read += value->size();
+            return true;
+        });
+        stats_.hits += found;
+        stats_.misses += 1 - found;
+        return value;
+    }
+
+    /// The keys of the namespace on the server now (SCAN over `<prefix>:<namespace id>:{*`,
+    /// so it walks the server's keys once; other processes' included). A server that fails
+    /// midway gives the keys seen so far (counted in `tier_stats::errors`).
+    [[nodiscard]] std::vector<tier_key> keys() {
+        std::vector<tier_key> found;
+        if (!connected()) {
+            ++stats_.errors;
+            return found;
+        }
+        const std::string pattern = key_prefix_ + "*";
+        std::string cursor = "0";
+        do {
+            reply_ptr r(static_cast<redisReply*>(redisCommand(context_.get(), "SCAN %s MATCH %b COUNT 1000", cursor.c_str(),
+                                                              pattern.data(), pattern.size())));
+            if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+                r->element[1]->type != REDIS_REPLY_ARRAY) {
+                fail();
+                return found;
+            }
+            cursor.assign(r->element[0]->str, r->element[0]->len);
+            for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
+                const redisReply* k = r->element[1]->element[i];
+                if (k->type != REDIS_REPLY_STRING) continue;
+                if (const auto key = key_of_name(std::string_view(k->str, k->len))) found.push_back(*key);
+            }
+        } while (cursor != "0");
+        return found;
+    }
+
     /// Counters since the tier was opened.
     [[nodiscard]] tier_stats stats() const noexcept { return stats_; }
 
@@ -164,6 +215,14 @@ private:
         char buf[17];
         std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
         return buf;
+    }
+    // The chunk key a server key of this namespace spells, if it is one.
+    [[nodiscard]] std::optional<tier_key> key_of_name(std::string_view name) const {
+        if (name.size() != key_prefix_.size() + 33 || !name.starts_with(key_prefix_) || name.back() != '}') return std::nullopt;
+        const std::string_view hex_digits = name.substr(key_prefix_.size(), 32);
+        if (hex_digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
+        const std::string digits(hex_digits);
+        return tier_key{std::stoull(digits.substr(0, 16), nullptr, 16), std::stoull(digits.substr(16), nullptr, 16)};
     }
     static timeval to_timeval(std::chrono::milliseconds ms) {
         return {static_cast<decltype(timeval::tv_sec)>(ms.count() / 1000),
@@ -225,6 +284,6 @@ private:
     tier_stats stats_;
 };
 
-static_assert(kv_tier<redis_tier>);
+static_assert(listable_tier<redis_tier>);
 
 }  // namespace frugal::cache
