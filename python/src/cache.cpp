@@ -427,65 +427,13 @@ struct py_prefix_tree {
     int traverse(visitproc visit, void* arg) const { return on_evict.traverse(visit, arg); }
     void clear_references() { set_on_evict(py::none()); }
 
-    /// Runs `fn` with the tree busy (with_busy), after releasing the locks freed meanwhile.
-    template <class Fn>
-    decltype(auto) use(const char* who, Fn&& fn) {
-        const busy_flag::guard g(busy, who);
-        release_freed();
-        return std::forward<Fn>(fn)();
-    }
-    /// `use` with the GIL released (without_gil).
-    template <class Fn>
-    decltype(auto) use_without_gil(const char* who, Fn&& fn) {
-        const busy_flag::guard g(busy, who);
-        const py::gil_scoped_release release;
-        release_freed();
-        return std::forward<Fn>(fn)();
-    }
-    /// Releases a lock whose Python object is freed: now, or by the tree's next call when
-    /// another thread is inside the tree (a deallocation can neither raise nor wait for it).
-    void release_when_free(match lock) noexcept {
-        const busy_flag::guard g(busy, std::nothrow);
-        if (g.owns()) {
-            lock.release();
-            return;
-        }
-        const std::lock_guard hold(freed_mutex);
-        freed.push_back(std::move(lock));
-    }
-
     deferred_callback<evicted_chunk> on_evict;  // before tree: it outlives the tree's callback calls
     tree_type tree;
-    busy_flag busy;
-    std::mutex freed_mutex;
-    std::vector<match> freed;  // after tree: released before it is destroyed
-
-private:
-    void release_freed() {
-        std::vector<match> locks;
-        {
-            const std::lock_guard hold(freed_mutex);
-            locks.swap(freed);
-        }
-        for (match& m : locks) m.release();
-    }
+    lock_keeping_access<match> access;  // after tree: the locks it still queues are released before the tree goes
 };
 
-/// A lock of a py_prefix_tree as Python holds it: every use of it reads or writes the tree, so
-/// each takes the tree's busy flag, and its deallocation hands it to release_when_free. The
-/// Python match keeps its tree alive (keep_alive).
 template <class Policy>
-struct py_prefix_match {
-    using match = typename py_prefix_tree<Policy>::match;
-    explicit py_prefix_match(py_prefix_tree<Policy>& t) : tree(&t) {}
-    py_prefix_match(const py_prefix_match&) = delete;
-    py_prefix_match& operator=(const py_prefix_match&) = delete;
-    ~py_prefix_match() {
-        if (lock.length() > 0) tree->release_when_free(std::move(lock));  // else: nothing pinned
-    }
-    match lock;
-    py_prefix_tree<Policy>* tree;
-};
+using py_prefix_match = python_lock<py_prefix_tree<Policy>>;
 
 template <class Policy>
 void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
@@ -495,10 +443,10 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
     py::class_<M>(m, match_name.c_str(),
                   "A request's lock on its longest cached prefix (from match(), extended by insert(lock=...)); a "
                   "context manager that releases it on exit. It shares its tree's busy flag.")
-        .def("__len__", [](M& mt) { return mt.tree->use("PrefixTreeMatch.__len__", [&] { return mt.lock.length(); }); })
+        .def("__len__", [](M& mt) { return mt.tree->access.use("PrefixTreeMatch.__len__", [&] { return mt.lock.length(); }); })
         .def_property_readonly("handles",
                                [](M& mt) {
-                                   auto h = mt.tree->use("PrefixTreeMatch.handles", [&] {
+                                   auto h = mt.tree->access.use("PrefixTreeMatch.handles", [&] {
                                        std::vector<handle_type> out(mt.lock.length());
                                        for (std::size_t i = 0; i < out.size(); ++i) out[i] = mt.lock.handle(i);
                                        return out;
@@ -507,14 +455,14 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
                                },
                                "Handles of the locked chunks (int64 array).")
         .def("handle",
-             [](M& mt, std::size_t i) { return mt.tree->use("PrefixTreeMatch.handle", [&] { return mt.lock.handle(i); }); },
+             [](M& mt, std::size_t i) { return mt.tree->access.use("PrefixTreeMatch.handle", [&] { return mt.lock.handle(i); }); },
              py::arg("i"))
         .def_property_readonly("namespace", [](const M& mt) { return mt.lock.namespace_key(); },
                                "The namespace key the lock was taken in.")
-        .def("release", [](M& mt) { mt.tree->use("PrefixTreeMatch.release", [&] { mt.lock.release(); }); },
+        .def("release", [](M& mt) { mt.tree->access.use("PrefixTreeMatch.release", [&] { mt.lock.release(); }); },
              "Drops the pins; the chunks become evictable again.")
         .def("__enter__", [](M& mt) -> M& { return mt; }, py::return_value_policy::reference_internal)
-        .def("__exit__", [](M& mt, py::args) { mt.tree->use("PrefixTreeMatch.__exit__", [&] { mt.lock.release(); }); });
+        .def("__exit__", [](M& mt, py::args) { mt.tree->access.use("PrefixTreeMatch.__exit__", [&] { mt.lock.release(); }); });
 
     py::class_<T>(m, name, doc, collected_by_gc<T>())
         .def(py::init([](std::size_t budget_bytes, py::object on_evict) {
@@ -527,7 +475,7 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
              [](T& t, py::handle chunks, std::uint64_t ns) {
                  const array_view<chunk_id> c(chunks, "chunks");
                  auto lock = std::make_unique<M>(t);  // first: a lock is never dropped unguarded
-                 lock->lock = t.use_without_gil("PrefixTree.match", [&] { return t.tree.match(c.span(), ns); });
+                 lock->lock = t.access.use_without_gil("PrefixTree.match", [&] { return t.tree.match(c.span(), ns); });
                  return lock;
              },
              py::arg("chunks"), py::kw_only(), py::arg("namespace") = 0, py::keep_alive<0, 1>(),
@@ -536,7 +484,7 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
         .def("cached_length",
              [](T& t, py::handle chunks, std::uint64_t ns) {
                  const array_view<chunk_id> c(chunks, "chunks");
-                 return t.use_without_gil("PrefixTree.cached_length", [&] { return t.tree.cached_length(c.span(), ns); });
+                 return t.access.use_without_gil("PrefixTree.cached_length", [&] { return t.tree.cached_length(c.span(), ns); });
              },
              py::arg("chunks"), py::kw_only(), py::arg("namespace") = 0,
              "Length of the longest cached prefix, without locking or counting an access.")
@@ -561,7 +509,7 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
                  for (std::size_t i = 0; i < values.size(); ++i)
                      values[i] = {h.data()[i], static_cast<std::size_t>(b.data()[i]), k ? k->data()[i] : 1.0};
                  const std::span<const cache::chunk_value<handle_type>> v(values);
-                 const auto r = t.use_without_gil("PrefixTree.insert", [&] {
+                 const auto r = t.access.use_without_gil("PrefixTree.insert", [&] {
                      return lock != nullptr ? t.tree.insert(lock->lock, c.span(), v)
                                             : t.tree.insert(c.span(), v, ns.value_or(0));
                  });
@@ -577,7 +525,7 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
              "stays protected until it is released; without one the path is evictable at once.")
         .def("evict",
              [](T& t, std::size_t bytes) {
-                 const auto r = t.use_without_gil("PrefixTree.evict", [&] { return t.tree.evict(bytes); });
+                 const auto r = t.access.use_without_gil("PrefixTree.evict", [&] { return t.tree.evict(bytes); });
                  t.deliver();
                  return py::make_tuple(r.bytes, r.chunks);
              },
@@ -586,36 +534,36 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
              "chunks evicted).")
         .def("evict_one",
              [](T& t) {
-                 const bool r = t.use_without_gil("PrefixTree.evict_one", [&] { return t.tree.evict_one(); });
+                 const bool r = t.access.use_without_gil("PrefixTree.evict_one", [&] { return t.tree.evict_one(); });
                  t.deliver();
                  return r;
              },
              "Evicts the policy's first unlocked leaf; False when every leaf is locked (or none).")
         .def("clear",
              [](T& t) {
-                 t.use_without_gil("PrefixTree.clear", [&] { t.tree.clear(); });
+                 t.access.use_without_gil("PrefixTree.clear", [&] { t.tree.clear(); });
                  t.deliver();
              },
              "Removes every unlocked chunk (reason EvictionReason.cleared); locked paths stay.")
-        .def_property("budget", [](T& t) { return t.use("PrefixTree.budget", [&] { return t.tree.budget(); }); },
+        .def_property("budget", [](T& t) { return t.access.use("PrefixTree.budget", [&] { return t.tree.budget(); }); },
                       [](T& t, std::size_t bytes) {
-                          t.use_without_gil("PrefixTree.budget", [&] { t.tree.set_budget(memory_budget(bytes)); });
+                          t.access.use_without_gil("PrefixTree.budget", [&] { t.tree.set_budget(memory_budget(bytes)); });
                           t.deliver();
                       },
                       "The byte budget; setting it evicts down to it.")
-        .def_property_readonly("bytes", [](T& t) { return t.use("PrefixTree.bytes", [&] { return t.tree.bytes(); }); })
+        .def_property_readonly("bytes", [](T& t) { return t.access.use("PrefixTree.bytes", [&] { return t.tree.bytes(); }); })
         .def_property_readonly("locked_bytes",
-                               [](T& t) { return t.use("PrefixTree.locked_bytes", [&] { return t.tree.locked_bytes(); }); },
+                               [](T& t) { return t.access.use("PrefixTree.locked_bytes", [&] { return t.tree.locked_bytes(); }); },
                                "Bytes of the locked chunks (what no eviction can free).")
         .def_property_readonly("evictions",
-                               [](T& t) { return t.use("PrefixTree.evictions", [&] { return t.tree.evictions(); }); })
-        .def("__len__", [](T& t) { return t.use("PrefixTree.__len__", [&] { return t.tree.size(); }); })
+                               [](T& t) { return t.access.use("PrefixTree.evictions", [&] { return t.tree.evictions(); }); })
+        .def("__len__", [](T& t) { return t.access.use("PrefixTree.__len__", [&] { return t.tree.size(); }); })
         .def("save",
-             [](T& t, const std::filesystem::path& p) { t.use_without_gil("PrefixTree.save", [&] { t.tree.save(p); }); },
+             [](T& t, const std::filesystem::path& p) { t.access.use_without_gil("PrefixTree.save", [&] { t.tree.save(p); }); },
              py::arg("path"), "Writes the index crash-safely (temporary file, fsync, rename).")
         .def("load",
              [](T& t, const std::filesystem::path& p) {
-                 t.use_without_gil("PrefixTree.load", [&] { t.tree.load(p); });
+                 t.access.use_without_gil("PrefixTree.load", [&] { t.tree.load(p); });
                  t.deliver();
              },
              py::arg("path"),

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <new>
 #include <span>
 #include <string>
@@ -187,6 +188,71 @@ decltype(auto) without_gil(busy_flag& flag, const char* who, Fn&& fn) {
     py::gil_scoped_release release;
     return std::forward<Fn>(fn)();
 }
+
+/// How Python's calls enter an object whose request locks Python objects hold (a prefix
+/// tree): each call takes the object's busy flag and first releases the locks whose Python
+/// objects were freed meanwhile; a lock freed while another thread is inside is queued for
+/// the next call (a deallocation can neither raise nor wait for it). Declare it after the
+/// object it guards, so that the locks still queued are released before the object goes.
+template <class Lock>
+class lock_keeping_access {
+public:
+    /// Runs `fn` with the object busy (with_busy), after releasing the locks freed meanwhile.
+    template <class Fn>
+    decltype(auto) use(const char* who, Fn&& fn) {
+        const busy_flag::guard g(busy_, who);
+        release_freed();
+        return std::forward<Fn>(fn)();
+    }
+    /// `use` with the GIL released (without_gil).
+    template <class Fn>
+    decltype(auto) use_without_gil(const char* who, Fn&& fn) {
+        const busy_flag::guard g(busy_, who);
+        const py::gil_scoped_release release;
+        release_freed();
+        return std::forward<Fn>(fn)();
+    }
+    /// Releases a lock whose Python object is freed: now, or by the next call when another
+    /// thread is inside the object.
+    void release_when_free(Lock lock) noexcept {
+        const busy_flag::guard g(busy_, std::nothrow);
+        if (g.owns()) {
+            lock.release();
+            return;
+        }
+        const std::lock_guard hold(freed_mutex_);
+        freed_.push_back(std::move(lock));
+    }
+
+private:
+    void release_freed() {
+        std::vector<Lock> locks;
+        {
+            const std::lock_guard hold(freed_mutex_);
+            locks.swap(freed_);
+        }
+        for (Lock& l : locks) l.release();
+    }
+    busy_flag busy_;
+    std::mutex freed_mutex_;
+    std::vector<Lock> freed_;
+};
+
+/// A request lock on a tree as Python holds it: every use of it reads or writes the tree, so
+/// each goes through the tree's `access` (a lock_keeping_access), and its deallocation hands
+/// it to `release_when_free`. The Python object keeps its tree alive (keep_alive).
+template <class Tree>
+struct python_lock {
+    using lock_type = typename Tree::match;
+    explicit python_lock(Tree& t) : tree(&t) {}
+    python_lock(const python_lock&) = delete;
+    python_lock& operator=(const python_lock&) = delete;
+    ~python_lock() {
+        if (lock.length() > 0) tree->access.release_when_free(std::move(lock));  // else: nothing pinned
+    }
+    lock_type lock;
+    Tree* tree;
+};
 
 /// Eviction notifications collected while a C++ call runs and delivered to a Python
 /// callable after it returns, so that Python code never runs inside a C++ container

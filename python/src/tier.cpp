@@ -1,12 +1,17 @@
 // frugal.cache's tiers below memory: TierNamespace, chunk_keys, DiskTier and (when built with
-// hiredis) RedisTier, over numpy arrays of keys (n x 2 uint64) and pages (n x bytes uint8).
+// hiredis) RedisTier, over numpy arrays of keys (n x 2 uint64) and pages (n x bytes uint8), and
+// TieredPrefixTree, a prefix tree of pages (rows of the caller's array) over either tier.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <pybind11/stl.h>
@@ -14,6 +19,7 @@
 
 #include <frugal/cache/disk_tier.hpp>
 #include <frugal/cache/tier.hpp>
+#include <frugal/cache/tiered_prefix_tree.hpp>
 #ifdef FRUGAL_PYTHON_HAVE_REDIS
 #include <frugal/backend/redis/redis_tier.hpp>
 #endif
@@ -22,6 +28,14 @@
 
 namespace frugal::python {
 namespace {
+
+// Keys as an (n, 2) uint64 array.
+py::array_t<std::uint64_t> keys_array(const std::vector<cache::tier_key>& keys) {
+    py::array_t<std::uint64_t> out({static_cast<py::ssize_t>(keys.size()), py::ssize_t{2}});
+    auto* p = out.mutable_data();
+    for (std::size_t i = 0; i < keys.size(); ++i) p[2 * i] = keys[i].high, p[2 * i + 1] = keys[i].low;
+    return out;
+}
 
 // Keys as an (n, 2) uint64 array: [high, low] per chunk.
 std::vector<cache::tier_key> keys_of(py::handle keys) {
@@ -86,6 +100,282 @@ void bind_tier_methods(py::class_<py_tier<Tier>>& cls, const char* name) {
         });
 }
 
+// Either Python tier as a kv_tier: the tiered tree's calls hold the tier's busy flag for
+// their whole length (tiered_tree::use), so these calls do not take it again.
+class any_tier {
+public:
+    template <class Tier>
+    explicit any_tier(py_tier<Tier>& t)
+        : busy_(&t.busy),
+          exists_([&t](std::span<const cache::tier_key> k) { return t.tier.exists_prefix(k); }),
+          get_([&t](std::span<const cache::tier_key> k, std::span<const std::span<std::byte>> out) { return t.tier.get(k, out); }),
+          put_([&t](std::span<const cache::tier_key> k, std::span<const std::span<const std::byte>> v) { t.tier.put(k, v); }),
+          stats_([&t] { return t.tier.stats(); }) {}
+    std::size_t exists_prefix(std::span<const cache::tier_key> k) { return exists_(k); }
+    std::size_t get(std::span<const cache::tier_key> k, std::span<const std::span<std::byte>> out) { return get_(k, out); }
+    void put(std::span<const cache::tier_key> k, std::span<const std::span<const std::byte>> v) { put_(k, v); }
+    [[nodiscard]] cache::tier_stats stats() const { return stats_(); }
+    [[nodiscard]] busy_flag& busy() const noexcept { return *busy_; }
+
+private:
+    busy_flag* busy_;
+    std::function<std::size_t(std::span<const cache::tier_key>)> exists_;
+    std::function<std::size_t(std::span<const cache::tier_key>, std::span<const std::span<std::byte>>)> get_;
+    std::function<void(std::span<const cache::tier_key>, std::span<const std::span<const std::byte>>)> put_;
+    std::function<cache::tier_stats()> stats_;
+};
+static_assert(cache::kv_tier<any_tier>);
+
+// The rows of the caller's (n, page_bytes) uint8 array as a page_pool (row numbers as
+// handles). Rows lent to Python (allocate) are marked until inserted or given back, so that
+// a row the tree holds, a free row or a row given twice is refused instead of corrupting the
+// pool.
+class row_pool {
+public:
+    using handle_type = std::int64_t;
+    explicit row_pool(const array_view<std::uint8_t, true>& pages)
+        : base_(pages.data()), rows_(pages.shape(0)), row_bytes_(pages.shape(1)), lent_(rows_, false) {
+        FRUGAL_CHECK(rows_ > 0 && row_bytes_ > 0, "TieredPrefixTree: pages must have shape (n, page_bytes) with n > 0 "
+                                                 "and page_bytes > 0, got (", rows_, ", ", row_bytes_, ")");
+        for (std::size_t r = rows_; r-- > 0;) free_.push_back(static_cast<handle_type>(r));
+    }
+    std::optional<handle_type> allocate() {
+        if (free_.empty()) return std::nullopt;
+        const handle_type r = free_.back();
+        free_.pop_back();
+        return r;
+    }
+    void release(const handle_type& r) { free_.push_back(r); }
+    [[nodiscard]] std::size_t page_bytes() const noexcept { return row_bytes_; }
+    [[nodiscard]] std::span<std::byte> bytes(const handle_type& r) const {
+        return std::as_writable_bytes(std::span(base_ + static_cast<std::size_t>(r) * row_bytes_, row_bytes_));
+    }
+
+    /// A free row lent to Python.
+    std::optional<handle_type> lend() {
+        const auto r = allocate();
+        if (r) lent_[static_cast<std::size_t>(*r)] = true;
+        return r;
+    }
+    /// Checks that `rows` are distinct rows lent to Python, then takes them back (the caller
+    /// then gives each to the tree or releases it).
+    void take_back(std::span<const handle_type> rows, const char* who) {
+        std::vector<handle_type> sorted(rows.begin(), rows.end());
+        std::sort(sorted.begin(), sorted.end());
+        for (std::size_t i = 0; i < sorted.size(); ++i) {
+            const handle_type r = sorted[i];
+            FRUGAL_CHECK_AS(frugal::out_of_range, r >= 0 && static_cast<std::size_t>(r) < rows_ && lent_[static_cast<std::size_t>(r)],
+                            who, ": row ", r, " is not a row from allocate()");
+            FRUGAL_CHECK(i == 0 || sorted[i - 1] != r, who, ": row ", r, " is given twice");
+        }
+        for (const handle_type r : rows) lent_[static_cast<std::size_t>(r)] = false;
+    }
+    /// Lends `rows` (taken back) to Python again: a call that failed leaves them Python's.
+    void lend_again(std::span<const handle_type> rows) noexcept {
+        for (const handle_type r : rows) lent_[static_cast<std::size_t>(r)] = true;
+    }
+    [[nodiscard]] std::size_t free_rows() const noexcept { return free_.size(); }
+
+private:
+    std::uint8_t* base_;
+    std::size_t rows_, row_bytes_;
+    std::vector<bool> lent_;
+    std::vector<handle_type> free_;
+};
+
+struct tiered_tree {
+    using tree_type = cache::tiered_prefix_tree<any_tier, row_pool>;
+    using match = tree_type::prefix_match;
+    template <class Tier>
+    tiered_tree(py::object tier_object, py_tier<Tier>& t, const array_view<std::uint8_t, true>& pages_view,
+                std::size_t budget, const cache::tier_namespace& ns, tree_type::options opt)
+        : tier_owner(std::move(tier_object)), pages(pages_view.array()), pool(pages_view), tier(t),
+          tree(memory_budget(budget), tier, pool, ns, opt) {}
+    /// Runs `fn` with the tree busy and the tier busy, the GIL released.
+    template <class Fn>
+    decltype(auto) use(const char* who, Fn&& fn) {
+        return access.use_without_gil(who, [&]() -> decltype(auto) {
+            const busy_flag::guard g(tier.busy(), who);
+            return fn();
+        });
+    }
+    py::object tier_owner;  // keeps the tier and the pages alive while the tree may write back
+    py::array pages;
+    row_pool pool;
+    any_tier tier;
+    tree_type tree;
+    lock_keeping_access<match> access;  // after tree: queued locks are released before the tree goes
+};
+
+struct tiered_match : python_lock<tiered_tree> {
+    using python_lock::python_lock;
+    std::size_t from_tier = 0;
+};
+
+void bind_tiered_prefix_tree(py::module_& m) {
+    using T = tiered_tree;
+    using M = tiered_match;
+    py::class_<cache::tiered_stats>(m, "TieredStats", "A TieredPrefixTree's counters since it was made.")
+        .def_readonly("pages_from_memory", &cache::tiered_stats::pages_from_memory)
+        .def_readonly("pages_from_tier", &cache::tiered_stats::pages_from_tier)
+        .def_readonly("pages_written", &cache::tiered_stats::pages_written)
+        .def_readonly("write_failures", &cache::tiered_stats::write_failures)
+        .def("__repr__", [](const cache::tiered_stats& s) {
+            return "TieredStats(pages_from_memory=" + std::to_string(s.pages_from_memory) +
+                   ", pages_from_tier=" + std::to_string(s.pages_from_tier) + ", pages_written=" +
+                   std::to_string(s.pages_written) + ", write_failures=" + std::to_string(s.write_failures) + ")";
+        });
+    py::class_<T::tree_type::insert_result>(m, "TieredInsert",
+                                            "What TieredPrefixTree.insert did: key positions [existing, cached) were "
+                                            "added; the rest of the rows went back to the pool.")
+        .def_readonly("existing", &T::tree_type::insert_result::existing)
+        .def_readonly("cached", &T::tree_type::insert_result::cached)
+        .def("__repr__", [](const T::tree_type::insert_result& r) {
+            return "TieredInsert(existing=" + std::to_string(r.existing) + ", cached=" + std::to_string(r.cached) + ")";
+        });
+    py::class_<M>(m, "TieredMatch",
+                  "A request's lock on the pages ready for its prefix (from TieredPrefixTree.match, extended by "
+                  "insert); a context manager that releases it on exit.")
+        .def("__len__", [](M& mt) { return mt.tree->access.use("TieredMatch.__len__", [&] { return mt.lock.length(); }); })
+        .def_property_readonly("pages",
+                               [](M& mt) {
+                                   auto rows = mt.tree->access.use("TieredMatch.pages", [&] {
+                                       std::vector<std::int64_t> out(mt.lock.length());
+                                       for (std::size_t i = 0; i < out.size(); ++i) out[i] = mt.lock.handle(i);
+                                       return out;
+                                   });
+                                   return adopt(std::move(rows));
+                               },
+                               "Rows of the pages array holding the locked pages, in order (int64).")
+        .def_readonly("from_tier", &M::from_tier, "How many of the pages match() loaded from the tier (the last ones).")
+        .def("release", [](M& mt) { mt.tree->access.use("TieredMatch.release", [&] { mt.lock.release(); }); },
+             "Drops the lock; its pages become evictable again.")
+        .def("__enter__", [](M& mt) -> M& { return mt; }, py::return_value_policy::reference_internal)
+        .def("__exit__", [](M& mt, py::args) { mt.tree->access.use("TieredMatch.__exit__", [&] { mt.lock.release(); }); });
+
+    py::class_<T> cls(m, "TieredPrefixTree", R"doc(
+A KV prefix cache in two levels: pages in memory (rows of your `pages` array, at most
+`budget_bytes` of them, evicted least recently used first, locked while a request uses them)
+over a DiskTier or RedisTier that other engine processes share or a restart keeps. match()
+locks the prefix memory holds and loads the run of pages after it from the tier; insert()
+adds the pages you computed, written to the tier at once (write="through") or when memory
+evicts them, at flush() or when the tree goes (write="back"). One thread at a time.
+
+    pages = numpy.zeros((512, page_bytes), numpy.uint8)
+    cache = TieredPrefixTree(tier, pages, ns, budget_bytes=256 * page_bytes)
+    keys = cache.keys(prompt)
+    with cache.match(keys) as hit:              # len(hit) pages ready: pages[hit.pages]
+        rows = cache.allocate(len(keys) - len(hit))
+        pages[rows] = prefill(prompt, len(hit))
+        cache.insert(hit, keys, rows)
+        decode(pages[hit.pages])
+)doc");
+    cls.def(py::init([](py::object tier, py::handle pages, const cache::tier_namespace& ns, std::optional<std::size_t> budget,
+                        std::string_view write, std::size_t max_pages) {
+                 FRUGAL_CHECK(write == "through" || write == "back", "TieredPrefixTree: write must be 'through' or 'back', got '",
+                              write, "'");
+                 const array_view<std::uint8_t, true> view(pages, "pages", 2);
+                 const std::size_t bytes = budget.value_or(view.shape(0) * view.shape(1));
+                 const T::tree_type::options opt{.write = write == "back" ? cache::write_policy::back : cache::write_policy::through,
+                                                 .max_pages_per_match = max_pages};
+                 if (py::isinstance<py_tier<cache::disk_tier<>>>(tier))
+                     return std::make_unique<T>(tier, tier.cast<py_tier<cache::disk_tier<>>&>(), view, bytes, ns, opt);
+#ifdef FRUGAL_PYTHON_HAVE_REDIS
+                 if (py::isinstance<py_tier<cache::redis_tier>>(tier))
+                     return std::make_unique<T>(tier, tier.cast<py_tier<cache::redis_tier>&>(), view, bytes, ns, opt);
+#endif
+                 throw py::type_error("TieredPrefixTree: tier must be a DiskTier or RedisTier, got " +
+                                      py::str(py::type::of(tier)).cast<std::string>());
+             }),
+             py::arg("tier"), py::arg("pages"), py::arg("namespace"), py::kw_only(), py::arg("budget_bytes") = py::none(),
+             py::arg("write") = "through", py::arg("max_pages_per_match") = 128)
+        .def("keys", [](T& t, py::handle tokens) {
+                 const array_view<std::int32_t> tok(tokens, "tokens");
+                 return keys_array(t.tree.keys(tok.span()));
+             },
+             py::arg("tokens"), "The chunk keys of `tokens` (int32) in the tree's namespace: an (n, 2) uint64 array.")
+        .def("match",
+             [](T& t, py::handle keys) {
+                 const auto k = keys_of(keys);
+                 auto lock = std::make_unique<M>(t);  // first: a lock is never dropped unguarded
+                 t.use("TieredPrefixTree.match", [&] {
+                     auto r = t.tree.match(k);
+                     lock->lock = std::move(r.lock);
+                     lock->from_tier = r.from_tier;
+                 });
+                 return lock;
+             },
+             py::arg("keys"), py::keep_alive<0, 1>(),
+             "Locks the longest prefix of `keys` in memory, then loads the run of pages after it from the tier into "
+             "free rows (as far as free rows and the budget allow); use the result in a with block.")
+        .def("allocate",
+             [](T& t, std::size_t n) {
+                 auto rows = t.use("TieredPrefixTree.allocate", [&] {
+                     std::vector<std::int64_t> out;
+                     while (out.size() < n)
+                         if (const auto r = t.pool.lend()) out.push_back(*r);
+                         else if (t.tree.evict(t.pool.page_bytes()).chunks == 0) break;
+                     return out;
+                 });
+                 return adopt(std::move(rows));
+             },
+             py::arg("n"),
+             "Up to `n` free rows for pages you compute (evicting unlocked pages when none is free); fewer when "
+             "every other row is locked. Give them to insert() or back with release_rows().")
+        .def("release_rows",
+             [](T& t, py::handle rows) {
+                 const array_view<std::int64_t> r(rows, "rows");
+                 t.use("TieredPrefixTree.release_rows", [&] {
+                     t.pool.take_back(r.span(), "TieredPrefixTree.release_rows");
+                     for (const std::int64_t row : r.span()) t.pool.release(row);
+                 });
+             },
+             py::arg("rows"), "Returns rows from allocate() that you did not insert.")
+        .def("insert",
+             [](T& t, M& lock, py::handle keys, py::handle rows) {
+                 const auto k = keys_of(keys);
+                 const array_view<std::int64_t> r(rows, "rows");
+                 FRUGAL_CHECK(lock.tree == &t, "TieredPrefixTree.insert: the lock belongs to another tree");
+                 return t.use("TieredPrefixTree.insert", [&] {
+                     FRUGAL_CHECK(lock.lock.length() <= k.size() && r.size() == k.size() - lock.lock.length(),
+                                  "TieredPrefixTree.insert: ", r.size(), " rows for ", k.size(), " keys after a lock of ",
+                                  lock.lock.length());
+                     t.pool.take_back(r.span(), "TieredPrefixTree.insert");
+                     T::tree_type::insert_result res;
+                     try {
+                         res = t.tree.insert(lock.lock, k, r.span());
+                     } catch (...) {
+                         t.pool.lend_again(r.span());
+                         throw;
+                     }
+                     // Rows the tree did not take (cached meanwhile, or no room) go back to the pool.
+                     const std::size_t first = k.size() - r.size();
+                     for (std::size_t i = first; i < k.size(); ++i)
+                         if (i < res.existing || i >= res.cached) t.pool.release(r.span()[i - first]);
+                     return res;
+                 });
+             },
+             py::arg("lock"), py::arg("keys"), py::arg("rows"),
+             "Adds the pages in `rows` (from allocate(), filled by you) for keys[len(lock):] under `lock`, which "
+             "then covers them; returns TieredInsert(existing, cached).")
+        .def("flush", [](T& t) { return t.use("TieredPrefixTree.flush", [&] { return t.tree.flush(); }); },
+             "Writes every page memory holds that the tier lacks (write='back'); returns how many.")
+        .def("evict", [](T& t, std::size_t bytes) {
+                 return t.use("TieredPrefixTree.evict", [&] { return t.tree.evict(bytes).bytes; });
+             },
+             py::arg("bytes"), "Evicts unlocked pages until `bytes` were freed or none is left; returns the bytes freed.")
+        .def_property_readonly("bytes", [](T& t) { return t.access.use("TieredPrefixTree.bytes", [&] { return t.tree.memory().bytes(); }); })
+        .def_property_readonly("budget", [](T& t) { return t.access.use("TieredPrefixTree.budget", [&] { return t.tree.memory().budget(); }); })
+        .def_property_readonly("locked_bytes", [](T& t) {
+            return t.access.use("TieredPrefixTree.locked_bytes", [&] { return t.tree.memory().locked_bytes(); });
+        })
+        .def_property_readonly("free_rows", [](T& t) { return t.access.use("TieredPrefixTree.free_rows", [&] { return t.pool.free_rows(); }); })
+        .def_property_readonly("unwritten", [](T& t) { return t.access.use("TieredPrefixTree.unwritten", [&] { return t.tree.unwritten(); }); },
+                               "Pages in memory the tier does not have yet (write='back').")
+        .def_property_readonly("stats", [](T& t) { return t.access.use("TieredPrefixTree.stats", [&] { return t.tree.stats(); }); })
+        .def("__len__", [](T& t) { return t.access.use("TieredPrefixTree.__len__", [&] { return t.tree.memory().size(); }); });
+}
+
 }  // namespace
 
 void bind_tiers(py::module_& m) {
@@ -124,11 +414,7 @@ What a tier's values are: two engines share an entry only when every field is eq
         "chunk_keys",
         [](py::handle tokens, const cache::tier_namespace& ns) {
             const array_view<std::int32_t> t(tokens, "tokens");
-            const auto keys = cache::chunk_keys(ns, t.span());
-            py::array_t<std::uint64_t> out({static_cast<py::ssize_t>(keys.size()), py::ssize_t{2}});
-            auto* p = out.mutable_data();
-            for (std::size_t i = 0; i < keys.size(); ++i) p[2 * i] = keys[i].high, p[2 * i + 1] = keys[i].low;
-            return out;
+            return keys_array(cache::chunk_keys(ns, t.span()));
         },
         py::arg("tokens"), py::arg("namespace"),
         R"doc(The chained keys of the whole chunks of `tokens` (int32) in `namespace`, as an (n, 2) uint64
@@ -180,6 +466,7 @@ thread at a time (a second raises).
              "Whether a connection is up, connecting now if the backoff allows.");
     bind_tier_methods(redis, "RedisTier");
 #endif
+    bind_tiered_prefix_tree(m);
 }
 
 }  // namespace frugal::python

@@ -182,6 +182,50 @@ def tier_stats_case():
                                                   "bytes_read", "bytes_written")})
 
 
+def tiered_tree():
+    pages = np.zeros((24, 64), np.uint8)
+    tier = cache.DiskTier(path_of("tiered"), TIER_NS, byte_budget=1 << 20)
+    tree = cache.TieredPrefixTree(tier, pages, TIER_NS, budget_bytes=16 * 64, write="back")
+
+    def serve():
+        with tree.match(TIER_KEYS) as hit:
+            return tree.insert(hit, TIER_KEYS, tree.allocate(len(TIER_KEYS) - len(hit)))
+    return tier, tree, serve
+
+
+def tiered_tree_case():
+    tier, tree, serve = tiered_tree()
+    calls = {"__len__": lambda: len(tree), "allocate": lambda: tree.release_rows(tree.allocate(2)),
+             "release_rows": lambda: tree.release_rows(tree.allocate(1)), "evict": lambda: tree.evict(128),
+             "flush": tree.flush, "insert": serve, "match": serve, "keys": lambda: tree.keys(np.arange(16, dtype=np.int32)),
+             "tier.get": lambda: tier.exists_prefix(TIER_KEYS),  # the tier, which the tree's calls hold
+             "_properties": ("budget", "bytes", "free_rows", "locked_bytes", "stats", "unwritten")}
+    return FLAGGED, tree, members(tree, calls)
+
+
+def tiered_match_case():
+    tier, tree, serve = tiered_tree()
+    m = tree.match(TIER_KEYS)
+    calls = {"__enter__": m.__enter__, "__exit__": lambda: m.__exit__(None, None, None), "__len__": lambda: len(m),
+             "release": m.release, "tree.serve": serve, "tree.evict": lambda: tree.evict(1024),
+             "_properties": ("pages", "from_tier")}
+    return FLAGGED, m, members(m, calls)
+
+
+def tiered_stats_case():
+    _, tree, serve = tiered_tree()
+    serve()
+    s = tree.stats
+    return SHARED, s, members(s, {"_properties": ("pages_from_memory", "pages_from_tier", "pages_written",
+                                                  "write_failures")})
+
+
+def tiered_insert_case():
+    _, _, serve = tiered_tree()
+    r = serve()
+    return SHARED, r, members(r, {"_properties": ("existing", "cached")})
+
+
 def semantic_case():
     rng = np.random.default_rng(2)
     s = cache.SemanticCache(capacity=32, dim=16, tau=0.5)
@@ -651,6 +695,10 @@ CASES = {
     **({"frugal.cache.RedisTier": redis_tier_case} if hasattr(cache, "RedisTier") else {}),
     "frugal.cache.TierNamespace": tier_namespace_case,
     "frugal.cache.TierStats": tier_stats_case,
+    "frugal.cache.TieredPrefixTree": tiered_tree_case,
+    "frugal.cache.TieredMatch": tiered_match_case,
+    "frugal.cache.TieredStats": tiered_stats_case,
+    "frugal.cache.TieredInsert": tiered_insert_case,
     "frugal.draft.Drafter": drafter_case,
     "frugal.draft.DrafterConfig": drafter_config_case,
     "frugal.draft.History": history_case,

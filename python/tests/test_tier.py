@@ -5,6 +5,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -117,3 +118,86 @@ def test_redis_tier_round_trip_and_a_server_that_goes_away(redis_port):
     assert tier.exists_prefix(keys) == 0
     assert time.monotonic() - t0 < 3
     assert tier.stats.errors > 0
+
+
+def serve(tree, pages, keys):
+    """A request as an engine runs it: match, compute the rest into allocated rows, insert."""
+    with tree.match(keys) as hit:
+        for i, row in enumerate(hit.pages):
+            np.testing.assert_array_equal(pages[row], pages_for(keys[i:i + 1])[0])
+        rows = tree.allocate(len(keys) - len(hit))
+        assert len(rows) == len(keys) - len(hit)
+        pages[rows] = pages_for(keys[len(hit):])
+        r = tree.insert(hit, keys, rows)
+        assert len(hit) == r.cached
+        return hit.from_tier, r
+
+
+def test_tiered_prefix_trees_share_pages_through_a_disk_tier(tmp_path):
+    pages_a = np.zeros((32, 256), np.uint8)
+    pages_b = np.zeros((32, 256), np.uint8)
+    a = cache.TieredPrefixTree(cache.DiskTier(tmp_path, NS, byte_budget=1 << 20), pages_a, NS)
+    b = cache.TieredPrefixTree(cache.DiskTier(tmp_path, NS, byte_budget=1 << 20), pages_b, NS, write="back")
+    keys = a.keys(np.arange(40, dtype=np.int32))
+    assert keys.shape == (10, 2)
+    assert serve(a, pages_a, keys)[0] == 0
+    from_tier, r = serve(b, pages_b, keys)  # every page from a's writes
+    assert from_tier == 10 and (r.existing, r.cached) == (10, 10)
+    assert b.stats.pages_from_tier == 10 and "pages_from_tier=10" in repr(b.stats)
+    longer = b.keys(np.arange(60, dtype=np.int32))
+    assert serve(b, pages_b, longer)[0] == 0  # 10 in memory, 5 computed
+    assert b.unwritten == 5
+    assert b.flush() == 5 and b.unwritten == 0
+    assert serve(a, pages_a, longer)[0] == 5  # b's write-back reached the tier
+    assert len(a) == 15 and a.free_rows == 32 - 15
+
+
+def test_tiered_prefix_tree_refuses_bad_rows_and_keeps_locked_pages(tmp_path):
+    pages = np.zeros((8, 256), np.uint8)
+    tree = cache.TieredPrefixTree(cache.DiskTier(tmp_path, NS, byte_budget=1 << 20), pages, NS, budget_bytes=4 * 256)
+    keys = tree.keys(np.arange(16, dtype=np.int32))
+    with tree.match(keys) as hit:
+        rows = tree.allocate(4)
+        with pytest.raises(frugal.OutOfRangeError, match="row 7 is not a row from allocate"):
+            tree.insert(hit, keys, np.array([rows[0], rows[1], rows[2], 7]))
+        with pytest.raises(frugal.InvalidArgumentError, match="is given twice"):
+            tree.insert(hit, keys, np.array([rows[0], rows[0], rows[1], rows[2]]))
+        with pytest.raises(frugal.InvalidArgumentError, match="3 rows for 4 keys"):
+            tree.insert(hit, keys, rows[:3])
+        pages[rows] = pages_for(keys)
+        assert tree.insert(hit, keys, rows).cached == 4
+        assert tree.locked_bytes == 4 * 256
+        other = tree.keys(np.arange(100, 116, dtype=np.int32))
+        more = tree.allocate(2)  # every page in the budget is locked: rows are free, room is not
+        assert len(more) == 2
+        with tree.match(other) as second:
+            assert tree.insert(second, other, np.concatenate([more, tree.allocate(2)])).cached == 0  # refused: no room
+    assert tree.free_rows == 4  # the refused rows went back
+    with pytest.raises(TypeError, match="DiskTier or RedisTier"):
+        cache.TieredPrefixTree(object(), pages, NS)
+    with pytest.raises(frugal.InvalidArgumentError, match="write must be"):
+        cache.TieredPrefixTree(cache.DiskTier(tmp_path, NS, byte_budget=1 << 20), pages, NS, write="sometimes")
+
+
+def test_tiered_prefix_trees_in_two_processes_share_a_redis_server(redis_port):
+    port, _ = redis_port
+    code = f"""
+import numpy as np
+from frugal import cache
+ns = cache.TierNamespace("test-1b", "bf16", "nhd", page_tokens=4)
+pages = np.zeros((16, 1024), np.uint8)
+tree = cache.TieredPrefixTree(cache.RedisTier(ns, port={port}), pages, ns)
+keys = tree.keys(np.arange(48, dtype=np.int32))
+with tree.match(keys) as hit:
+    rows = tree.allocate(len(keys))
+    for i, row in enumerate(rows):
+        pages[row] = np.random.default_rng([int(keys[i][0]) & 0xFFFFFFFF, int(keys[i][1]) & 0xFFFFFFFF]).integers(0, 256, 1024, dtype=np.uint8)
+    assert tree.insert(hit, keys, rows).cached == 12
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ))
+    pages = np.zeros((16, 1024), np.uint8)
+    tree = cache.TieredPrefixTree(cache.RedisTier(NS, port=port), pages, NS)
+    keys = tree.keys(np.arange(48, dtype=np.int32))
+    with tree.match(keys) as hit:
+        assert len(hit) == 12 and hit.from_tier == 12
+        np.testing.assert_array_equal(pages[hit.pages], pages_for(keys, 1024))
