@@ -329,8 +329,16 @@ public:
         app.add_option("--conversations", tier_.conversations, "conversations with --tier")
             ->check(CLI::PositiveNumber)
             ->capture_default_str();
-        app.add_option("--data", tier_data_, "token file (.tok) of the --tier conversations (default: the bundled "
-                                             "Spec-Bench file when present, else generated)");
+        app.add_option("--workload", tier_workload_,
+                       "with --tier: conversations (Spec-Bench prompts and answers in turns), code-edits (requests "
+                       "editing the same files: the code-edit set's old file, then its new one in turns) or all")
+            ->check(CLI::IsMember({"conversations", "code-edits", "all"}))
+            ->capture_default_str();
+        app.add_option("--edits", tier_edits_, "files of the code-edits workload with --tier")
+            ->check(CLI::PositiveNumber)
+            ->capture_default_str();
+        app.add_option("--data", tier_data_, "token file (.tok) of the --tier workload (default: the bundled file "
+                                             "when present, else generated)");
     }
     int run(result_sink& sink) override {
         if (!tier_name_.empty()) {
@@ -484,49 +492,62 @@ private:
     // Engine processes sharing a tier (pages of 64 tokens x 4 KiB a token here, to keep the
     // report short; `--tier` defaults to the 1B-class 32 KiB).
     void add_tier_runs(report_section& s, const report_context& ctx) const {
-        tier_bench_settings t;
-        t.kv_bytes_per_token = 4096;
-        t.conversations = ctx.quick ? 8 : 64;
         std::vector<std::string> tiers{"disk"};
 #ifdef FRUGAL_BENCH_HAVE_REDIS
         tiers.push_back("redis");
 #endif
-        const auto file = ctx.data_file("drafting/specbench_vicuna7b.tok");
-        for (const auto& name : tiers) {
-            t.tier = name;
-            std::vector<record> rs;
-            try {
-                rs = file ? tier_records(testing::read_tok_file(*file, t.conversations),
-                                         "conversations of specbench_vicuna7b.tok", t)
-                          : tier_records(generated_conversations(t.conversations, t.seed), "generated conversations", t);
-            } catch (const frugal::runtime_error& e) {  // e.g. no redis-server to start
-                s.notes += " The " + name + " tier did not run: " + e.what() + ".";
-                continue;
-            }
-            for (auto& r : rs) {
-                const bool targeted = file && !ctx.quick;
-                if (record_matches(r, {{"kind", "tier"}, {"processes", 4}})) {
-                    const double v = r["shared_over_alone"].get<double>();
-                    const std::string what = name + " tier, 4 engine processes: prefix tokens served per process";
-                    s.headlines.push_back(targeted ? at_least(what, v, "the same without the tier", 2.0)
-                                                   : untargeted(what, v, "the same without the tier"));
-                    if (r.contains("get_ratio_to_redis_benchmark")) {
-                        const double g = r["get_ratio_to_redis_benchmark"].get<double>();
-                        s.headlines.push_back(targeted ? at_least("redis tier get throughput", g, "redis-benchmark GET", 0.7)
-                                                       : untargeted("redis tier get throughput", g, "redis-benchmark GET"));
-                    }
+        struct workload {
+            const char* name;
+            const char* file;
+            std::size_t count;
+        };
+        const workload workloads[] = {{"conversations", "drafting/specbench_vicuna7b.tok", ctx.quick ? 8u : 64u},
+                                      {"code edits", "drafting/code_edit_dev.tok", ctx.quick ? 4u : 16u}};
+        for (const workload& w : workloads) {
+            tier_bench_settings t;
+            t.kv_bytes_per_token = 4096;
+            t.conversations = w.count;
+            const bool edits = std::string(w.name) == "code edits";
+            const auto file = ctx.data_file(w.file);
+            for (const auto& name : tiers) {
+                t.tier = name;
+                std::vector<record> rs;
+                try {
+                    rs = file ? tier_records(testing::read_tok_file(*file, t.conversations),
+                                             std::string(w.name) + " of " + file->filename().string(), t)
+                              : tier_records(edits ? generated_edits(t.conversations, t.seed)
+                                                   : generated_conversations(t.conversations, t.seed),
+                                             std::string("generated ") + w.name, t);
+                } catch (const frugal::runtime_error& e) {  // e.g. no redis-server to start
+                    s.notes += " The " + name + " tier did not run: " + e.what() + ".";
+                    continue;
                 }
-                s.records.push_back(std::move(r));
+                for (auto& r : rs) {
+                    const bool targeted = file && !ctx.quick;
+                    if (record_matches(r, {{"kind", "tier"}, {"processes", 4}})) {
+                        const double v = r["shared_over_alone"].get<double>();
+                        const std::string what = name + " tier, 4 engine processes, " + w.name + ": prefix tokens served per process";
+                        s.headlines.push_back(targeted ? at_least(what, v, "the same without the tier", 2.0)
+                                                       : untargeted(what, v, "the same without the tier"));
+                        if (r.contains("get_ratio_to_redis_benchmark") && !edits) {
+                            const double g = r["get_ratio_to_redis_benchmark"].get<double>();
+                            s.headlines.push_back(targeted ? at_least("redis tier get throughput", g, "redis-benchmark GET", 0.7)
+                                                           : untargeted("redis tier get throughput", g, "redis-benchmark GET"));
+                        }
+                    }
+                    s.records.push_back(std::move(r));
+                }
             }
         }
         s.tables.push_back({.title = "Engine processes sharing a cache tier (`frugal-bench cache --tier disk|redis`)",
-                            .columns = {"tier", "processes", "shared_over_alone", "served_fraction_alone",
+                            .columns = {"tier", "workload", "processes", "shared_over_alone", "served_fraction_alone",
                                         "served_fraction_shared", "wrong_pages", "get_ratio_to_redis_benchmark"},
                             .filter = {{"kind", "tier"}}});
-        s.notes += " Tiers: conversations of 4 turns (each extends the previous one), every turn routed to a random "
-                   "process in lockstep rounds; each process keeps pages in a frugal prefix tree (LRU) under 1/8 of "
-                   "the working set and, with the tier, reads the longest run of missing pages from it and writes "
-                   "what it computes through to it; every page read is checked byte for byte (`wrong_pages`).";
+        s.notes += " Tiers: conversations (Spec-Bench prompt and answer) and code edits (the old file, then the new "
+                   "one) in 4 turns, each extending the previous one, every turn routed to a random process in "
+                   "lockstep rounds; each process keeps pages in a frugal tiered_prefix_tree (LRU, write-through) "
+                   "under 1/8 of the working set, over the shared tier or, alone, over none; every page read is "
+                   "checked byte for byte (`wrong_pages`).";
     }
 
     static std::vector<testing::token_record> generated_conversations(std::size_t n, std::uint32_t seed) {
@@ -543,20 +564,47 @@ private:
         return data;
     }
 
-    // The --tier conversations: a .tok file (--data, else the bundled Spec-Bench file), or
-    // generated ones (prompts of 200-800 random tokens, answers of 100-300).
+    // Code edits without the data file: prompts of 1000-2500 random tokens (an old file) and
+    // responses that copy them with a few tokens changed (the new file).
+    static std::vector<testing::token_record> generated_edits(std::size_t n, std::uint32_t seed) {
+        std::mt19937 rng(seed);
+        std::vector<testing::token_record> data;
+        for (std::size_t c = 0; c < n; ++c) {
+            testing::token_record r;
+            r.prompt.resize(1000 + rng() % 1500);
+            for (auto& t : r.prompt) t = static_cast<std::int32_t>(rng() % 32000);
+            r.response = r.prompt;
+            for (int e = 0; e < 8; ++e) r.response[rng() % r.response.size()] = static_cast<std::int32_t>(rng() % 32000);
+            data.push_back(std::move(r));
+        }
+        return data;
+    }
+
+    // The --tier workloads: each from a .tok file (--data, else the bundled file) or generated.
     std::vector<record> run_tier() const {
-        std::filesystem::path file = tier_data_;
-        if (file.empty())
-            for (const auto& dir : {std::filesystem::path(FRUGAL_DEFAULT_DATA_DIR), std::filesystem::path("../shared/data")})
-                if (std::filesystem::exists(dir / "drafting/specbench_vicuna7b.tok")) {
-                    file = dir / "drafting/specbench_vicuna7b.tok";
-                    break;
-                }
-        if (file.empty()) return tier_records(generated_conversations(tier_.conversations, tier_.seed),
-                                              "generated conversations", tier_);
-        return tier_records(testing::read_tok_file(file, tier_.conversations),
-                            "conversations of " + file.filename().string(), tier_);
+        std::vector<record> out;
+        for (const std::string workload : {"conversations", "code-edits"}) {
+            if (tier_workload_ != "all" && tier_workload_ != workload) continue;
+            const bool edits = workload == "code-edits";
+            const std::string bundled = edits ? "drafting/code_edit_dev.tok" : "drafting/specbench_vicuna7b.tok";
+            std::filesystem::path file = tier_data_;
+            if (file.empty())
+                for (const auto& dir : {std::filesystem::path(FRUGAL_DEFAULT_DATA_DIR), std::filesystem::path("../shared/data")})
+                    if (std::filesystem::exists(dir / bundled)) {
+                        file = dir / bundled;
+                        break;
+                    }
+            tier_bench_settings t = tier_;
+            if (edits) t.conversations = tier_edits_;
+            std::vector<record> rs =
+                file.empty() ? tier_records(edits ? generated_edits(t.conversations, t.seed)
+                                                  : generated_conversations(t.conversations, t.seed),
+                                            edits ? "generated code edits" : "generated conversations", t)
+                             : tier_records(testing::read_tok_file(file, t.conversations),
+                                            (edits ? "code edits of " : "conversations of ") + file.filename().string(), t);
+            for (auto& r : rs) out.push_back(std::move(r));
+        }
+        return out;
     }
 
     std::string trace_, format_ = "lines", policy_ = "all";
@@ -565,7 +613,8 @@ private:
     double alpha_ = 0;
     std::uint64_t keys_ = 1000000, ops_ = 20000000, seed_ = 1;
     tier_bench_settings tier_;  // its `tier` is set from --tier when given
-    std::string tier_data_, tier_name_;
+    std::string tier_data_, tier_name_, tier_workload_ = "all";
+    std::size_t tier_edits_ = 16;
 };
 
 FRUGAL_BENCH_COMMAND(cache_command);

@@ -22,7 +22,7 @@
 
 #include <frugal/cache/disk_tier.hpp>
 #include <frugal/cache/lru_policy.hpp>
-#include <frugal/cache/prefix_tree.hpp>
+#include <frugal/cache/tiered_prefix_tree.hpp>
 #include <frugal/core/hash.hpp>
 
 #ifdef FRUGAL_BENCH_HAVE_REDIS
@@ -74,50 +74,76 @@ struct process_result {
     std::uint64_t served_tokens = 0, total_tokens = 0, wrong_pages = 0, tier_pages = 0;
 };
 
-// One engine process: serves its requests of each round, the rounds kept in step by a
-// process-shared barrier.
-template <class MakeTier>
+// An engine's host pages: `count` buffers of `bytes` (a page_pool).
+class host_pages {
+public:
+    using handle_type = std::uint32_t;
+    host_pages(std::size_t count, std::size_t bytes) : bytes_(bytes), data_(count * bytes) {
+        for (std::size_t i = count; i-- > 0;) free_.push_back(static_cast<handle_type>(i));
+    }
+    std::optional<handle_type> allocate() {
+        if (free_.empty()) return std::nullopt;
+        const handle_type p = free_.back();
+        free_.pop_back();
+        return p;
+    }
+    void release(handle_type p) { free_.push_back(p); }
+    [[nodiscard]] std::size_t page_bytes() const noexcept { return bytes_; }
+    std::span<std::byte> bytes(handle_type p) { return std::span(data_).subspan(std::size_t{p} * bytes_, bytes_); }
+
+private:
+    std::size_t bytes_;
+    std::vector<std::byte> data_;
+    std::vector<handle_type> free_;
+};
+
+// A process alone: a tier that holds nothing.
+struct no_tier {
+    std::size_t exists_prefix(std::span<const cache::tier_key>) const { return 0; }
+    std::size_t get(std::span<const cache::tier_key>, std::span<const std::span<std::byte>>) const { return 0; }
+    void put(std::span<const cache::tier_key>, std::span<const std::span<const std::byte>>) const {}
+    [[nodiscard]] cache::tier_stats stats() const { return {}; }
+};
+static_assert(cache::kv_tier<no_tier>);
+
+// One engine process: a tiered prefix tree (LRU, write-through) over `tier`, serving its
+// requests of each round, the rounds kept in step by a process-shared barrier.
+template <cache::kv_tier Tier>
 process_result serve(const std::vector<std::vector<request>>& rounds, std::size_t me, const cache::tier_namespace& ns,
-                     std::size_t page_bytes, std::size_t memory_bytes, pthread_barrier_t* barrier, MakeTier&& make_tier) {
-    auto tier = make_tier();  // null: alone
-    cache::prefix_tree<std::uint64_t, std::uint64_t, cache::lru_policy> tree{memory_budget(memory_bytes)};
+                     std::size_t page_bytes, std::size_t memory_bytes, pthread_barrier_t* barrier, Tier& tier) {
+    std::size_t longest = 0;  // pages of the longest request: computed pages wait in the pool before insert
+    for (const auto& round : rounds)
+        for (const request& q : round) longest = std::max(longest, q.tokens.size() / ns.page_tokens);
+    host_pages pages(memory_bytes / page_bytes + longest, page_bytes);
+    cache::tiered_prefix_tree<Tier, host_pages> tree(memory_budget(memory_bytes), tier, pages, ns);
     process_result r;
-    std::vector<std::vector<std::byte>> pages;
     std::vector<std::byte> expected(page_bytes);
     for (const auto& round : rounds) {
         pthread_barrier_wait(barrier);
         for (const request& q : round) {
             if (q.process != me) continue;
-            const auto keys = cache::chunk_keys<token>(ns, q.tokens);
-            std::vector<std::uint64_t> ids(keys.size());
-            for (std::size_t i = 0; i < keys.size(); ++i) ids[i] = keys[i].high;
-            auto lock = tree.match(ids);
-            std::size_t have = lock.length();
-            if (pages.size() < keys.size()) pages.resize(keys.size(), std::vector<std::byte>(page_bytes));
-            if (tier && have < keys.size()) {
-                std::vector<std::span<std::byte>> out;
-                for (std::size_t i = have; i < keys.size(); ++i) out.emplace_back(pages[i]);
-                const std::size_t n = tier->get(std::span(keys).subspan(have), out);
-                for (std::size_t i = have; i < have + n; ++i) {
-                    fill_page(keys[i], expected);
-                    r.wrong_pages += pages[i] != expected;
-                }
-                r.tier_pages += n;
-                have += n;
+            const auto keys = tree.template keys<token>(q.tokens);
+            auto hit = tree.match(keys);
+            const std::size_t have = hit.lock.length();
+            for (std::size_t i = have - hit.from_tier; i < have; ++i) {
+                fill_page(keys[i], expected);
+                const auto page = pages.bytes(hit.lock.handle(i));
+                r.wrong_pages += !std::equal(page.begin(), page.end(), expected.begin());
             }
+            r.tier_pages += hit.from_tier;
             r.served_tokens += have * ns.page_tokens;
             r.total_tokens += keys.size() * ns.page_tokens;
-            if (tier && have < keys.size()) {  // the prefill computes the rest: written through
-                std::vector<std::span<const std::byte>> in;
-                for (std::size_t i = have; i < keys.size(); ++i) {
-                    fill_page(keys[i], pages[i]);
-                    in.emplace_back(pages[i]);
-                }
-                tier->put(std::span(keys).subspan(have), in);
+            std::vector<host_pages::handle_type> fresh;  // the prefill computes the rest
+            for (std::size_t i = have; i < keys.size(); ++i) {
+                const auto p = pages.allocate();
+                FRUGAL_CHECK_AS(frugal::runtime_error, p.has_value(), "cache --tier: the page pool ran dry");
+                fill_page(keys[i], pages.bytes(*p));
+                fresh.push_back(*p);
             }
-            const std::vector<cache::chunk_value<std::uint64_t>> values(keys.size(), {.handle = 0, .bytes = page_bytes});
-            (void)tree.insert(lock, ids, values);
-            lock.release();
+            const auto added = tree.insert(hit.lock, keys, fresh);
+            for (std::size_t i = have; i < keys.size(); ++i)
+                if (i < added.existing || i >= added.cached) pages.release(fresh[i - have]);
+            hit.lock.release();
         }
     }
     return r;
@@ -147,7 +173,8 @@ std::vector<process_result> run_processes(const std::vector<std::vector<request>
         if (pid == 0) {
             int code = 0;
             try {
-                block->results[p] = serve(rounds, p, ns, page_bytes, memory_bytes, &block->barrier, make_tier);
+                auto tier = make_tier();
+                block->results[p] = serve(rounds, p, ns, page_bytes, memory_bytes, &block->barrier, *tier);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "cache --tier: process %zu: %s\n", p, e.what());
                 code = 1;
@@ -238,7 +265,7 @@ std::vector<record> tier_records(const std::vector<token_record>& data, const st
     for (const std::size_t processes : s.processes) {
         const auto rounds = rounds_of(data, s, processes);
         const auto alone = run_processes(rounds, processes, ns, page_bytes, memory_bytes,
-                                         [] { return std::unique_ptr<cache::disk_tier<>>{}; });
+                                         [] { return std::make_unique<no_tier>(); });
         std::vector<process_result> shared;
         double get_ratio = -1;
         if (s.tier == "disk") {

@@ -2,10 +2,11 @@
 // `frugal-bench cache --tier disk|redis --processes N`: engine processes sharing a cache tier.
 // Multi-turn conversations (each turn extends the previous one) are served by N processes,
 // each turn routed to a random process, in lockstep rounds (turn t of every conversation,
-// then t + 1). Each process keeps KV pages in a frugal prefix tree under a memory budget of
-// 1/8 of the working set; with a shared tier it also reads the longest run of missing pages
-// from the tier and writes the pages it computes through to it. Every page's content is a
-// function of its key, so a page loaded from the tier is checked byte for byte.
+// then t + 1). Each process keeps KV pages in a frugal `tiered_prefix_tree` (LRU, write-
+// through) under a memory budget of 1/8 of the working set, over the shared tier or, alone,
+// over none: a match loads the run of pages memory misses from the tier, and the pages the
+// process computes are written to it. Every page's content is a function of its key, so a
+// page loaded from the tier is checked byte for byte.
 
 #include <cstddef>
 #include <filesystem>
