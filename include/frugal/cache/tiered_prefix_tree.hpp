@@ -5,9 +5,11 @@
 /// tier, and a prefix memory misses is loaded from the tier into pages the engine provides.
 
 #include <algorithm>
+#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -75,6 +77,9 @@ struct tiered_stats {
 ///   the tier at once, with `back` when memory evicts them (or at `flush`, or when the tree
 ///   is destroyed).
 /// - Every page the tree lets go returns to the pool.
+/// - `prefetch(keys)` prepares a request's load ahead of its `match` (when it is queued):
+///   the engine runs the returned ticket's `load(tier)` on a thread of its own (with a tier
+///   object of its own) while it computes, and `match(std::move(ticket))` takes the pages.
 ///
 /// A tier that cannot be reached or fails a write costs hits, never correctness: the tiers
 /// read a damaged or foreign entry as a miss. The tier and the pool must outlive the tree;
@@ -146,30 +151,124 @@ public:
         stats_.pages_from_memory += r.lock.length();
         const auto rest = keys.subspan(r.lock.length(), std::min(keys.size() - r.lock.length(), options_.max_pages_per_match));
         if (rest.empty()) return r;
-        std::size_t wanted = tier_.exists_prefix(rest);
-        if (wanted == 0) return r;
-        // Room in the budget (evicting unlocked pages returns them to the pool), then pages.
-        wanted = std::min(wanted, (tree_.budget() - tree_.locked_bytes()) / page_bytes_);
-        const std::size_t room = tree_.budget() - std::min(tree_.budget(), tree_.bytes());
-        if (wanted * page_bytes_ > room) (void)tree_.evict(wanted * page_bytes_ - room);
-        std::vector<handle_type> pages;
-        pages.reserve(wanted);
-        while (pages.size() < wanted) {
-            std::optional<handle_type> p = pool_.allocate();
-            if (!p) break;
-            pages.push_back(std::move(*p));
+        const std::size_t in_tier = tier_.exists_prefix(rest);
+        if (in_tier == 0) return r;
+        const std::vector<handle_type> pages = take_pages(in_tier);
+        r.from_tier = adopt(r.lock, keys, pages, load_or_none(tier_, rest.first(pages.size()), buffers_of(pages)));
+        return r;
+    }
+
+    /// A load from the tier started ahead of a request's `match` (`prefetch`), run by
+    /// `load(reader)` on any thread while the engine goes on (HiCache's prefetch); the tree's
+    /// `match(std::move(ticket))` takes its pages. Move-only. Consume it with `match` or drop
+    /// it on the tree's thread, before the tree goes: a ticket dropped unconsumed waits for a
+    /// load in flight, then returns its pages to the pool.
+    class prefetch_ticket {
+    public:
+        prefetch_ticket(prefetch_ticket&&) noexcept = default;
+        prefetch_ticket& operator=(prefetch_ticket&& o) noexcept {
+            if (this != &o) {
+                abandon();
+                tree_ = o.tree_;
+                s_ = std::move(o.s_);
+            }
+            return *this;
         }
-        std::vector<std::span<std::byte>> buffers;
-        buffers.reserve(pages.size());
-        for (const handle_type& p : pages) buffers.push_back(bytes_of(p));
-        const std::size_t loaded = tier_.get(rest.first(pages.size()), buffers);
-        for (std::size_t i = loaded; i < pages.size(); ++i) pool_.release(pages[i]);
-        pages.resize(loaded);
-        if (loaded == 0) return r;
-        const std::size_t before = r.lock.length();
-        const auto added = insert_pages(r.lock, keys.first(before + loaded), pages, /*from_tier=*/true);
-        r.from_tier = added.cached - added.existing;
-        stats_.pages_from_tier += r.from_tier;
+        ~prefetch_ticket() { abandon(); }
+
+        /// Loads the ticket's pages from `reader`, a tier object on the same storage that no
+        /// other thread uses meanwhile (a tier serves one thread at a time: give the loading
+        /// thread its own). Any thread, at most once; a call after the load started (here or
+        /// by `match`) returns at once.
+        void load(Tier& reader) {
+            if (!s_ || !claim()) return;
+            s_->loaded = load_or_none(reader, s_->keys, s_->buffers);
+            finish();
+        }
+        /// Pages the ticket will load at most (0: memory held everything, or no page was free).
+        [[nodiscard]] std::size_t pages() const noexcept { return s_ ? s_->pages.size() : 0; }
+
+    private:
+        friend class tiered_prefix_tree;
+        enum : int { waiting, loading, done };
+        struct state {
+            prefix_match lock;              // the memory part, pinned until consumed
+            std::vector<tier_key> all;      // every key of the request
+            std::vector<tier_key> keys;     // the keys after the lock, as many as pages
+            std::vector<handle_type> pages;
+            std::vector<std::span<std::byte>> buffers;  // the pages' bytes: all the loading thread touches
+            std::size_t loaded = 0;
+            bool consumed = false;  // by match (the tree's thread only)
+            std::atomic<int> phase{waiting};
+        };
+        prefetch_ticket(tiered_prefix_tree* tree, std::unique_ptr<state> s) : tree_(tree), s_(std::move(s)) {}
+        bool claim() noexcept {
+            int expected = waiting;
+            return s_->phase.compare_exchange_strong(expected, loading, std::memory_order_acquire);
+        }
+        void finish() noexcept {
+            s_->phase.store(done, std::memory_order_release);
+            s_->phase.notify_all();
+        }
+        // Waits for a load in flight (or claims the load so none starts).
+        void settle() noexcept {
+            if (claim()) return finish();
+            for (int p = s_->phase.load(std::memory_order_acquire); p != done; p = s_->phase.load(std::memory_order_acquire))
+                s_->phase.wait(p, std::memory_order_acquire);
+        }
+        void abandon() noexcept {
+            if (!s_) return;
+            settle();
+            for (const handle_type& page : s_->pages) tree_->pool_.release(page);
+            s_.reset();
+        }
+        tiered_prefix_tree* tree_ = nullptr;
+        std::unique_ptr<state> s_;
+    };
+
+    /// Prepares a load of `keys`' pages that memory lacks (at most `max_pages_per_match`):
+    /// locks the prefix memory holds (it stays until the ticket is consumed), makes room in
+    /// the budget and takes the pages from the pool now; the ticket's `load` runs the I/O on
+    /// the caller's thread of choice.
+    /// @code
+    /// auto ticket = cache.prefetch(keys);              // when the request is queued
+    /// io_pool.submit([&] { ticket.load(io_tier); });   // the engine's I/O thread, its own tier object
+    /// ...
+    /// auto hit = cache.match(std::move(ticket));      // when it is scheduled: waits for the load
+    /// @endcode
+    [[nodiscard]] prefetch_ticket prefetch(std::span<const tier_key> keys) {
+        auto s = std::make_unique<typename prefetch_ticket::state>();
+        s->lock = tree_.match(keys);
+        s->all.assign(keys.begin(), keys.end());
+        const auto rest = keys.subspan(s->lock.length(), std::min(keys.size() - s->lock.length(), options_.max_pages_per_match));
+        s->pages = take_pages(rest.size());
+        s->buffers = buffers_of(s->pages);
+        s->keys.assign(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(s->pages.size()));
+        return prefetch_ticket(this, std::move(s));
+    }
+
+    /// The request of `ticket` (from this tree's `prefetch`): waits for its load (or runs it
+    /// here, on the tree's tier, if no thread started it) and adds the loaded pages to the
+    /// lock it holds (a page another request added meanwhile is kept, the loaded copy goes
+    /// back to the pool). The ticket is consumed: `pages()` is 0 after.
+    [[nodiscard]] match_result match(prefetch_ticket&& ticket) {
+        FRUGAL_CHECK(ticket.s_ && ticket.tree_ == this, "tiered_prefix_tree::match: the ticket is empty or from another tree");
+        FRUGAL_CHECK(!ticket.s_->consumed, "tiered_prefix_tree::match: the ticket was consumed by an earlier match");
+        if (ticket.claim()) {
+            ticket.s_->loaded = load_or_none(tier_, ticket.s_->keys, ticket.s_->buffers);
+            ticket.finish();
+        } else {
+            ticket.settle();
+        }
+        // The state stays in the ticket (a thread that lost the race to load it may still read
+        // the ticket); only its contents are taken.
+        auto& s = *ticket.s_;
+        s.consumed = true;
+        match_result r{std::move(s.lock), 0};
+        stats_.pages_from_memory += r.lock.length();
+        const std::vector<handle_type> pages = std::move(s.pages);
+        s.pages.clear();
+        r.from_tier = adopt(r.lock, s.all, pages, s.loaded);
         return r;
     }
 
@@ -213,6 +312,47 @@ public:
     [[nodiscard]] const tiered_stats& stats() const noexcept { return stats_; }
 
 private:
+    // Up to `n` pages from the pool, after making room for them in the budget beside the
+    // locked pages (evicted pages return to the pool first).
+    std::vector<handle_type> take_pages(std::size_t n) {
+        n = std::min(n, (tree_.budget() - std::min(tree_.budget(), tree_.locked_bytes())) / page_bytes_);
+        const std::size_t room = tree_.budget() - std::min(tree_.budget(), tree_.bytes());
+        if (n * page_bytes_ > room) (void)tree_.evict(n * page_bytes_ - room);
+        std::vector<handle_type> pages;
+        pages.reserve(n);
+        while (pages.size() < n) {
+            std::optional<handle_type> p = pool_.allocate();
+            if (!p) break;
+            pages.push_back(std::move(*p));
+        }
+        return pages;
+    }
+    std::vector<std::span<std::byte>> buffers_of(std::span<const handle_type> pages) {
+        std::vector<std::span<std::byte>> buffers;
+        buffers.reserve(pages.size());
+        for (const handle_type& p : pages) buffers.push_back(bytes_of(p));
+        return buffers;
+    }
+    // The tier's run of `keys` into `buffers` (only these: safe on a loading thread); a tier
+    // that throws loads nothing, so the pages go back to the pool unused.
+    static std::size_t load_or_none(Tier& tier, std::span<const tier_key> keys,
+                                    std::span<const std::span<std::byte>> buffers) noexcept {
+        if (keys.empty()) return 0;
+        try {
+            return tier.get(keys, buffers);
+        } catch (...) {
+            return 0;
+        }
+    }
+    // Adds the first `loaded` of `pages` (for the keys after `lock`) to the tree under `lock`
+    // and returns the rest to the pool; the number added.
+    std::size_t adopt(prefix_match& lock, std::span<const tier_key> keys, std::span<const handle_type> pages, std::size_t loaded) {
+        for (std::size_t i = loaded; i < pages.size(); ++i) pool_.release(pages[i]);
+        if (loaded == 0) return 0;
+        const auto added = insert_pages(lock, keys.first(lock.length() + loaded), pages.first(loaded), /*from_tier=*/true);
+        stats_.pages_from_tier += added.cached - added.existing;
+        return added.cached - added.existing;
+    }
     std::span<std::byte> bytes_of(const handle_type& page) {
         const std::span<std::byte> b = pool_.bytes(page);
         FRUGAL_CHECK(b.size() == page_bytes_, "tiered_prefix_tree: a pool page of ", b.size(), " bytes, not ", page_bytes_);
