@@ -17,6 +17,7 @@
 #include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/matrix_view.hpp"
 #include "frugal/core/memory_budget.hpp"
+#include "frugal/core/record_file.hpp"
 #include "frugal/core/record_frame.hpp"
 #include "frugal/core/spin_lock.hpp"
 #include "frugal/core/stats.hpp"

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "frugal_test_errors.hpp"
+#include "frugal_test_fixtures.hpp"
 
 #include <frugal/cache/gdsf_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>
@@ -290,6 +291,39 @@ TEST(PrefixTree, ALockStaysWithTheTreeThatMadeIt) {
     EXPECT_EQ(b.insert(m, seq{1, 2, 3, 4}, std::vector<value>{{1, 1}, {2, 1}, {3, 1}, {4, 1}}).cached, 4u);
     typename frugal::cache::prefix_tree<int, int>::prefix_match fresh;
     EXPECT_EQ(a.insert(fresh, seq{1}, std::vector<value>{{7, 1}}).cached, 1u);
+}
+
+// A file written by the build that defined format version 2 (tests/fixtures) loads into
+// the same tree: every sequence's cached length, handles and namespace, and LFU's counts.
+TEST(PrefixTreeFormat, ReadsAFileOfVersion2) {
+    const auto fixture = frugal::testing::fixture_path("prefix_tree_v2.bin");
+    const std::vector<seq> seqs{{1, 2, 3}, {1, 2, 4, 5}, {7}, {7, 8, 9, 10}};
+    frugal::cache::prefix_tree<int, int> sample(frugal::memory_budget(1000));
+    int h = 100;
+    for (const std::uint64_t ns : {0ull, 42ull})
+        for (const auto& s : seqs) {
+            std::vector<value> v;
+            for (std::size_t i = 0; i < s.size(); ++i) v.push_back({h++, 8 + i, 0.5 * double(i)});
+            sample.insert(s, v, ns);
+        }
+    for (int i = 0; i < 3; ++i) (void)sample.match(seqs[1]);  // counts for LFU
+    if (frugal::testing::writing_fixtures()) sample.save(fixture);
+    frugal::cache::prefix_tree<int, int> loaded(frugal::memory_budget(1000));
+    loaded.load(fixture);
+    EXPECT_EQ(loaded.size(), sample.size());
+    EXPECT_EQ(loaded.bytes(), sample.bytes());
+    for (const std::uint64_t ns : {0ull, 42ull, 5ull})
+        for (const auto& s : seqs) {
+            auto a = loaded.match(s, ns), b = sample.match(s, ns);
+            ASSERT_EQ(a.length(), b.length()) << ns;
+            for (std::size_t i = 0; i < a.length(); ++i) EXPECT_EQ(a.handle(i), b.handle(i));
+        }
+    // The most accessed path outlives the others under pressure, as in the sample.
+    for (auto* t : {&loaded, &sample}) {
+        t->set_budget(frugal::memory_budget(8 + 9 + 10 + 11));
+        EXPECT_EQ(t->cached_length(seqs[1]), 4u);
+        EXPECT_EQ(t->size(), 4u);
+    }
 }
 
 }  // namespace

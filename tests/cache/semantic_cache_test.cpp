@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "frugal_test_errors.hpp"
+#include "frugal_test_fixtures.hpp"
 
 #include <frugal/backend/eigen/similarity_scan.hpp>
 #include <frugal/cache/percache_scheduler.hpp>
@@ -230,6 +231,34 @@ TEST(PerCacheScheduler, ConversionAndRefreshWorkLists) {
     EXPECT_THROW(frugal::cache::populate_predicted([](std::size_t) { return std::vector<int>{}; }, 0,
                                             frugal::cache::population_strategy::prefill_only, [](int, auto) {}),
                  frugal::invalid_argument);
+}
+
+// A file written by the build that defined format version 1 (tests/fixtures) loads into
+// the same bank: texts, answers, chunk ids, refresh floors and embeddings.
+TEST(SemanticCacheFormat, ReadsAFileOfVersion1) {
+    const auto fixture = frugal::testing::fixture_path("semantic_cache_v1.bin");
+    using bank_t = frugal::cache::semantic_cache<std::string>;
+    bank_t sample(10, 4, 0.9);
+    for (int i = 0; i < 6; ++i) {
+        const std::vector<float> e{float(i + 1), float(i % 3), 1.0f, -float(i)};
+        sample.insert("question " + std::to_string(i), e,
+                      i % 2 == 0 ? std::optional<std::string>("answer " + std::to_string(i)) : std::nullopt,
+                      std::vector<std::uint32_t>(std::size_t(i), std::uint32_t(i * 11)), 0.25f * float(i));
+    }
+    if (frugal::testing::writing_fixtures()) sample.save(fixture);
+    bank_t loaded(10, 4, 0.9);
+    loaded.load(fixture);
+    ASSERT_EQ(loaded.size(), sample.size());
+    std::map<std::string, const bank_t::entry_type*> by_text;
+    loaded.for_each([&](const bank_t::entry_id&, const bank_t::entry_type& e) { by_text[e.query] = &e; });
+    sample.for_each([&](const bank_t::entry_id&, const bank_t::entry_type& e) {
+        const auto* l = by_text.at(e.query);
+        EXPECT_EQ(l->answer, e.answer);
+        EXPECT_EQ(l->chunks, e.chunks);
+        EXPECT_EQ(l->refresh_floor, e.refresh_floor);
+        const auto a = loaded.embedding(*l), b = sample.embedding(e);
+        EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << e.query;
+    });
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <frugal/draft/drafter.hpp>
 #include <frugal/draft/history.hpp>
 
+#include "frugal_test_fixtures.hpp"
 #include "frugal_test_temp.hpp"
 #include "history_model.hpp"
 
@@ -235,6 +236,26 @@ TEST(HistoryFile, SurvivesKillDuringSave) {
         if (entry.path().filename().string().rfind(file.filename().string() + ".tmp.", 0) == 0)
             std::filesystem::remove(entry.path());
     std::filesystem::remove(file);
+}
+
+// A file written by the build that defined format version 1 (tests/fixtures) loads with
+// the same documents.
+TEST(HistoryFormat, ReadsAFileOfVersion1) {
+    const auto fixture = frugal::testing::fixture_path("history_v1.bin");
+    live_history<int> sample(1000);
+    for (int d = 0; d < 5; ++d) {
+        std::vector<int> doc;
+        for (int i = 0; i < 10 + d * 7; ++i) doc.push_back((i * 31 + d * 7) % 97 - 20);
+        sample.add(doc);
+    }
+    sample.publish();
+    if (frugal::testing::writing_fixtures()) sample.save(fixture);
+    const live_history<int> loaded(fixture);
+    std::vector<std::vector<int>> want, got;
+    sample.snapshot()->for_each_document([&](std::span<const int> d) { want.emplace_back(d.begin(), d.end()); });
+    loaded.snapshot()->for_each_document([&](std::span<const int> d) { got.emplace_back(d.begin(), d.end()); });
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(loaded.max_tokens(), sample.max_tokens());
 }
 
 }  // namespace

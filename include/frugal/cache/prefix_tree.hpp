@@ -35,6 +35,7 @@
 #include "frugal/core/hash.hpp"
 #include "frugal/core/huge_page_allocator.hpp"
 #include "frugal/core/memory_budget.hpp"
+#include "frugal/core/record_file.hpp"
 
 namespace frugal::cache {
 
@@ -497,12 +498,10 @@ public:
     void save(const std::filesystem::path& path) const
         requires(std::is_trivially_copyable_v<ChunkId> && std::is_trivially_copyable_v<Handle>)
     {
-        std::string out(header_bytes, '\0');
-        std::memcpy(out.data(), magic, 8);
-        put(out, 8, format_version);
-        put(out, 12, static_cast<std::uint32_t>(sizeof(ChunkId)));
-        put(out, 16, static_cast<std::uint32_t>(sizeof(Handle)));
-        put(out, 20, static_cast<std::uint64_t>(size()));
+        record_file_writer out(file_format);
+        out.append(static_cast<std::uint32_t>(sizeof(ChunkId)));
+        out.append(static_cast<std::uint32_t>(sizeof(Handle)));
+        out.append(static_cast<std::uint64_t>(size()));
         // Records by depth, so that every parent is written before its children.
         std::vector<const node*> order;
         order.reserve(size());
@@ -510,24 +509,18 @@ public:
         std::stable_sort(order.begin(), order.end(), [](const node* a, const node* b) { return a->depth < b->depth; });
         std::unordered_map<const node*, std::uint64_t> index_of;
         index_of.reserve(order.size());
-        out.reserve(out.size() + order.size() * record_bytes + 8);
         for (const node* n : order) {
             const std::uint64_t parent = n->key.parent == nullptr ? no_parent : index_of.at(n->key.parent);
             index_of.emplace(n, index_of.size());
-            std::string rec(record_bytes, '\0');
-            put(rec, 0, parent);
-            put(rec, 8, n->key.ns);
-            std::memcpy(rec.data() + 16, &n->key.id, sizeof(ChunkId));
-            std::memcpy(rec.data() + 16 + sizeof(ChunkId), &n->handle, sizeof(Handle));
-            put(rec, 16 + sizeof(ChunkId) + sizeof(Handle), static_cast<std::uint64_t>(n->weight));
-            put(rec, 24 + sizeof(ChunkId) + sizeof(Handle), n->chunk_cost);
-            put(rec, 32 + sizeof(ChunkId) + sizeof(Handle), frequency_of(*n));
-            out += rec;
+            out.append(parent);
+            out.append(n->key.ns);
+            out.append(n->key.id);
+            out.append(n->handle);
+            out.append(static_cast<std::uint64_t>(n->weight));
+            out.append(n->chunk_cost);
+            out.append(frequency_of(*n));
         }
-        std::string checksum(8, '\0');
-        put(checksum, 0, fnv1a(std::string_view(out)));
-        out += checksum;
-        write_file_atomically(path, std::string_view(out));
+        std::move(out).save(path);
     }
 
     /// Replaces the contents with the index saved at `path`, after validating it: magic,
@@ -539,18 +532,20 @@ public:
         requires(std::is_trivially_copyable_v<ChunkId> && std::is_trivially_copyable_v<Handle>)
     {
         FRUGAL_CHECK(pinned_ == 0, "prefix_tree::load: ", pinned_, " chunks are locked");
-        const std::string in = read_whole_file(path, "prefix_tree::load");
-        auto fail = [&](const auto&... why) { FRUGAL_FAIL(frugal::runtime_error, "prefix_tree::load: ", path, ": ", why...); };
-        if (in.size() < header_bytes + 8 || std::memcmp(in.data(), magic, 8) != 0) fail("not a frugal prefix-tree index");
-        if (get<std::uint32_t>(in, 8) != format_version) fail("format version ", get<std::uint32_t>(in, 8), " is not ", format_version);
-        if (get<std::uint32_t>(in, 12) != sizeof(ChunkId) || get<std::uint32_t>(in, 16) != sizeof(Handle))
-            fail("chunk id / handle sizes ", get<std::uint32_t>(in, 12), "/", get<std::uint32_t>(in, 16), " differ from this tree's ",
-                 sizeof(ChunkId), "/", sizeof(Handle));
-        const auto count = get<std::uint64_t>(in, 20);
-        if (count > (in.size() - header_bytes - 8) / record_bytes || header_bytes + count * record_bytes + 8 != in.size())
-            fail("length ", in.size(), " does not match ", count, " records");
-        if (get<std::uint64_t>(in, in.size() - 8) != fnv1a(std::string_view(in).substr(0, in.size() - 8)))
-            fail("checksum mismatch (truncated or modified)");
+        const std::string bytes = read_whole_file(path, "prefix_tree::load");
+        const record_file_reader in(std::as_bytes(std::span(bytes)), file_format, "prefix_tree::load", path);
+        auto fail = [&](const auto&... why) { in.fail(why...); };
+        std::size_t at = 0;
+        const auto id_bytes = in.read<std::uint32_t>(at, "the chunk id size");
+        const auto handle_bytes = in.read<std::uint32_t>(at, "the handle size");
+        const auto count = in.read<std::uint64_t>(at, "the record count");
+        if (id_bytes != sizeof(ChunkId) || handle_bytes != sizeof(Handle))
+            fail("holds chunk ids / handles of ", id_bytes, "/", handle_bytes, " bytes, this tree's are ", sizeof(ChunkId),
+                 "/", sizeof(Handle));
+        const std::size_t records = in.body().size() - at;
+        if (count > records / record_bytes || count * record_bytes != records)
+            fail("has ", records, " bytes of records, not ", count, " records of ", record_bytes);
+        in.check_checksum();
         // Build aside, then swap in: a failure leaves the tree as it was.
         auto fresh = std::make_unique<store>();
         std::vector<node*> nodes;
@@ -559,33 +554,30 @@ public:
         frequencies.reserve(count);
         std::size_t total = 0;
         for (std::uint64_t i = 0; i < count; ++i) {
-            const std::size_t off = header_bytes + i * record_bytes;
-            const auto parent = get<std::uint64_t>(in, off);
-            const auto ns = get<std::uint64_t>(in, off + 8);
-            ChunkId id;
-            Handle handle;
-            std::memcpy(&id, in.data() + off + 16, sizeof(ChunkId));
-            std::memcpy(&handle, in.data() + off + 16 + sizeof(ChunkId), sizeof(Handle));
-            const auto bytes = get<std::uint64_t>(in, off + 16 + sizeof(ChunkId) + sizeof(Handle));
-            const auto cost = get<double>(in, off + 24 + sizeof(ChunkId) + sizeof(Handle));
+            const auto parent = in.read<std::uint64_t>(at, "a parent");
+            const auto ns = in.read<std::uint64_t>(at, "a namespace");
+            const auto id = in.read<ChunkId>(at, "a chunk id");
+            const auto handle = in.read<Handle>(at, "a handle");
+            const auto chunk_bytes = in.read<std::uint64_t>(at, "a size");
+            const auto cost = in.read<double>(at, "a cost");
+            const auto frequency = in.read<std::uint64_t>(at, "a frequency");
             if (parent != no_parent && parent >= i) fail("record ", i, " names parent ", parent, " that is not before it");
             if (parent != no_parent && ns != nodes[parent]->key.ns)
                 fail("record ", i, " has namespace key ", ns, ", its parent ", nodes[parent]->key.ns);
-            if (bytes == 0 || bytes > std::numeric_limits<std::size_t>::max() || !(cost >= 0) ||
+            if (chunk_bytes == 0 || chunk_bytes > std::numeric_limits<std::size_t>::max() || !(cost >= 0) ||
                 cost > std::numeric_limits<double>::max())
-                fail("record ", i, " has bytes ", bytes, " and cost ", cost);
-            if (bytes > budget_ - std::min(budget_, total))
+                fail("record ", i, " has bytes ", chunk_bytes, " and cost ", cost);
+            if (chunk_bytes > budget_ - std::min(budget_, total))
                 fail("the index holds more than ", budget_, " bytes, the budget (record ", i, ")");
             node* p = parent == no_parent ? nullptr : nodes[parent];
             if (fresh->find(p, id, ns) != nullptr) fail("record ", i, " duplicates a child id of its parent");
-            node* n = fresh->create(p, id, ns, chunk_value<Handle>{handle, static_cast<std::size_t>(bytes), cost});
+            node* n = fresh->create(p, id, ns, chunk_value<Handle>{handle, static_cast<std::size_t>(chunk_bytes), cost});
             stamp(*n);  // the file keeps no times: records in file order
             nodes.push_back(n);
             // A count no run reaches; bounded so later accesses cannot wrap it.
-            const auto frequency = get<std::uint64_t>(in, off + 32 + sizeof(ChunkId) + sizeof(Handle));
             if (frequency > max_frequency) fail("record ", i, " has frequency ", frequency, " above ", max_frequency);
             frequencies.push_back(frequency);
-            total += static_cast<std::size_t>(bytes);
+            total += static_cast<std::size_t>(chunk_bytes);
         }
         clear();
         FRUGAL_ASSERT(size() == 0);
@@ -604,23 +596,11 @@ public:
     }
 
 private:
-    static constexpr char magic[9] = "FRGPTREE";
-    static constexpr std::uint32_t format_version = 2;
-    static constexpr std::size_t header_bytes = 28;
+    static constexpr record_file_format file_format{{'F', 'R', 'G', 'P', 'T', 'R', 'E', 'E'}, 2, "frugal prefix-tree index"};
     static constexpr std::size_t record_bytes = 40 + sizeof(ChunkId) + sizeof(Handle);
     static constexpr std::uint64_t no_parent = ~std::uint64_t{0};
     static constexpr std::uint64_t max_frequency = std::uint64_t{1} << 62;
 
-    template <class T>
-    static void put(std::string& s, std::size_t off, T v) noexcept {
-        std::memcpy(s.data() + off, &v, sizeof(T));
-    }
-    template <class T>
-    static T get(const std::string& s, std::size_t off) noexcept {
-        T v;
-        std::memcpy(&v, s.data() + off, sizeof(T));
-        return v;
-    }
     static std::uint64_t frequency_of(const node& n) noexcept {
         if constexpr (requires { n.frequency; }) {
             return n.frequency;

@@ -25,6 +25,7 @@
 #include "frugal/core/error.hpp"
 #include "frugal/core/hash.hpp"
 #include "frugal/core/memory_budget.hpp"
+#include "frugal/core/record_file.hpp"
 
 namespace frugal::cache {
 
@@ -203,16 +204,15 @@ public:
     void save(const std::filesystem::path& path) const
         requires detail::storable_answer<Answer> && std::is_trivially_copyable_v<ChunkId>
     {
-        std::string out(header_bytes, '\0');
-        std::memcpy(out.data(), magic, 8);
-        put(out, 8, format_version);
-        put(out, 12, static_cast<std::uint32_t>(dim()));
-        put(out, 16, static_cast<std::uint32_t>(sizeof(ChunkId)));
-        put(out, 20, static_cast<std::uint32_t>(answer_unit));
-        put(out, 24, static_cast<std::uint64_t>(size()));
-        entries_.for_each([&](const entry_id&, const entry_type& e) { append_entry(out, e); });
-        append(out, fnv1a(std::string_view(out)));
-        write_file_atomically(path, std::string_view(out));
+        std::string entries;
+        entries_.for_each([&](const entry_id&, const entry_type& e) { append_entry(entries, e); });
+        record_file_writer out(file_format);
+        out.append(static_cast<std::uint32_t>(dim()));
+        out.append(static_cast<std::uint32_t>(sizeof(ChunkId)));
+        out.append(static_cast<std::uint32_t>(answer_unit));
+        out.append(static_cast<std::uint64_t>(size()));
+        out.append_bytes(entries.data(), entries.size());
+        std::move(out).save(path);
     }
 
     /// Replaces the contents with the bank saved at `path`, after validating all of it
@@ -223,29 +223,31 @@ public:
     void load(const std::filesystem::path& path)
         requires detail::storable_answer<Answer> && std::is_trivially_copyable_v<ChunkId>
     {
-        const std::string in = read_whole_file(path, "semantic_cache::load");
-        auto fail = [&](const auto&... why) { FRUGAL_FAIL(frugal::runtime_error, "semantic_cache::load: ", path, ": ", why...); };
-        if (in.size() < header_bytes + 8 || std::memcmp(in.data(), magic, 8) != 0) fail("not a frugal QA bank");
-        if (get<std::uint64_t>(in, in.size() - 8) != fnv1a(std::string_view(in).substr(0, in.size() - 8)))
-            fail("checksum mismatch (truncated or modified)");
-        if (get<std::uint32_t>(in, 8) != format_version) fail("format version ", get<std::uint32_t>(in, 8), " is not ", format_version);
-        if (get<std::uint32_t>(in, 12) != dim() || get<std::uint32_t>(in, 16) != sizeof(ChunkId) ||
-            get<std::uint32_t>(in, 20) != answer_unit)
-            fail("dimension / chunk id / answer element sizes ", get<std::uint32_t>(in, 12), "/", get<std::uint32_t>(in, 16), "/",
-                 get<std::uint32_t>(in, 20), " differ from this bank's ", dim(), "/", sizeof(ChunkId), "/", answer_unit);
-        const auto count = get<std::uint64_t>(in, 24);
-        const std::size_t end = in.size() - 8;
-        std::size_t at = header_bytes;
-        if (count > (end - at) / minimum_record_bytes()) fail("entry count ", count, " exceeds what ", end - at, " bytes can hold");
+        const std::string bytes = read_whole_file(path, "semantic_cache::load");
+        const record_file_reader in(std::as_bytes(std::span(bytes)), file_format, "semantic_cache::load", path);
+        auto fail = [&](const auto&... why) { in.fail(why...); };
+        in.check_checksum();
+        std::size_t at = 0;
+        const auto file_dim = in.read<std::uint32_t>(at, "the dimension");
+        const auto id_bytes = in.read<std::uint32_t>(at, "the chunk id size");
+        const auto unit = in.read<std::uint32_t>(at, "the answer element size");
+        const auto count = in.read<std::uint64_t>(at, "the entry count");
+        if (file_dim != dim() || id_bytes != sizeof(ChunkId) || unit != answer_unit)
+            fail("has dimension / chunk id / answer element sizes ", file_dim, "/", id_bytes, "/", unit,
+                 ", this bank's are ", dim(), "/", sizeof(ChunkId), "/", answer_unit);
+        const auto body = in.body();
+        const std::string_view entries(reinterpret_cast<const char*>(body.data()), body.size());
+        const std::size_t end = entries.size();
+        if (count > (end - at) / minimum_record_bytes()) fail("has entry count ", count, " beyond what ", end - at, " bytes can hold");
         std::vector<stored_entry> loaded;
         loaded.reserve(static_cast<std::size_t>(count));
         std::unordered_map<std::string, std::size_t> seen;
         for (std::uint64_t i = 0; i < count; ++i) {
             auto fail_in_entry = [&](const auto&... why) { fail("entry ", i, ": ", why...); };
-            loaded.push_back(read_entry(std::string_view(in).substr(0, end), at, fail_in_entry));
+            loaded.push_back(read_entry(entries, at, fail_in_entry));
             if (!seen.emplace(loaded.back().entry.query, i).second) fail("entry ", i, " repeats the query of an earlier one");
         }
-        if (at != end) fail(end - at, " bytes after the last entry");
+        if (at != end) fail("has ", end - at, " bytes after the last entry");
         clear();
         for (stored_entry& s : loaded) restore(std::move(s));
     }
@@ -308,9 +310,7 @@ public:
     [[nodiscard]] std::uint64_t misses() const noexcept { return misses_; }
 
 private:
-    static constexpr char magic[9] = "FRGQBANK";
-    static constexpr std::uint32_t format_version = 1;
-    static constexpr std::size_t header_bytes = 32;
+    static constexpr record_file_format file_format{{'F', 'R', 'G', 'Q', 'B', 'A', 'N', 'K'}, 1, "frugal QA bank"};
     static constexpr std::size_t answer_unit = [] {
         if constexpr (std::is_trivially_copyable_v<Answer>) {
             return sizeof(Answer);
@@ -321,10 +321,6 @@ private:
         }
     }();
     [[nodiscard]] std::size_t minimum_record_bytes() const noexcept { return 8 + 1 + 8 + sizeof(float) * (dim() + 1); }
-    template <class T>
-    static void put(std::string& s, std::size_t off, T v) noexcept {
-        std::memcpy(s.data() + off, &v, sizeof(T));
-    }
     template <class T>
     static void append(std::string& s, T v) {
         s.append(reinterpret_cast<const char*>(&v), sizeof(T));

@@ -25,10 +25,9 @@
 #include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 
-#include "frugal/core/atomic_file.hpp"
 #include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
-#include "frugal/core/hash.hpp"
+#include "frugal/core/record_file.hpp"
 #include "frugal/draft/suffix_automaton.hpp"
 
 namespace frugal::draft {
@@ -277,26 +276,24 @@ public:
     /// @endcode
     void save(const std::filesystem::path& path) const {
         const auto snap = snapshot();
-        std::vector<unsigned char> bytes;
-        put(bytes, magic, sizeof magic);
-        const std::uint32_t head[4] = {version_tag, byte_order, sizeof(Token), std::is_signed_v<Token> ? 1u : 0u};
-        put(bytes, head, sizeof head);
-        const std::uint64_t sizes[3] = {max_tokens_, snap->documents(), snap->size()};
-        put(bytes, sizes, sizeof sizes);
+        record_file_writer out(file_format);
+        out.append(byte_order);
+        out.append(static_cast<std::uint32_t>(sizeof(Token)));
+        out.append(std::is_signed_v<Token> ? 1u : 0u);
+        out.append(static_cast<std::uint64_t>(max_tokens_));
+        out.append(static_cast<std::uint64_t>(snap->documents()));
+        out.append(static_cast<std::uint64_t>(snap->size()));
         std::uint64_t start = 0;
         snap->for_each_document([&](std::span<const Token> d) {
-            put(bytes, &start, sizeof start);
+            out.append(start);
             start += d.size();
         });
-        snap->for_each_document([&](std::span<const Token> d) { put(bytes, d.data(), d.size_bytes()); });
-        const std::uint64_t sum = frugal::fnv1a(bytes);
-        put(bytes, &sum, sizeof sum);
-        write_file_atomically(path, std::span<const unsigned char>(bytes));
+        snap->for_each_document([&](std::span<const Token> d) { out.append_bytes(d.data(), d.size_bytes()); });
+        std::move(out).save(path);
     }
 
 private:
-    static constexpr char magic[8] = {'F', 'R', 'G', 'L', 'H', 'I', 'S', 'T'};
-    static constexpr std::uint32_t version_tag = 1;
+    static constexpr record_file_format file_format{{'F', 'R', 'G', 'L', 'H', 'I', 'S', 'T'}, 1, "frugal history"};
     static constexpr std::uint32_t byte_order = 0x01020304;
     static constexpr std::size_t header_bytes = 48;
 
@@ -362,11 +359,6 @@ private:
         }
     }
 
-    static void put(std::vector<unsigned char>& out, const void* src, std::size_t n) {
-        const auto* p = static_cast<const unsigned char*>(src);
-        out.insert(out.end(), p, p + n);
-    }
-
     // A validated, mapped history file.
     struct mapped_file {
         boost::interprocess::mapped_region region;
@@ -379,7 +371,7 @@ private:
             const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
             if (ec) FRUGAL_FAIL(frugal::runtime_error, "history: cannot open ", name, ": ", ec.message());
             if (file_size == 0)
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: the file is empty");
+                FRUGAL_FAIL(frugal::runtime_error, "history: ", name, " is truncated: the file is empty");
             try {
                 const boost::interprocess::file_mapping file(name.c_str(), boost::interprocess::read_only);
                 region = boost::interprocess::mapped_region(file, boost::interprocess::read_only);
@@ -387,48 +379,30 @@ private:
                 FRUGAL_FAIL(frugal::runtime_error, "history: cannot map ", name, ": ", e.what());
             }
             bytes = {static_cast<const unsigned char*>(region.get_address()), region.get_size()};
+            const record_file_reader in(std::as_bytes(bytes), file_format, "history", path);
             std::size_t at = 0;
-            auto take = [&](void* dst, std::size_t n, const char* what) {
-                if (bytes.size() - at < n)
-                    FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is truncated: ", what, " needs ", n,
-                                " bytes at offset ", at, ", the file has ", bytes.size());
-                std::memcpy(dst, bytes.data() + at, n);
-                at += n;
-            };
-            char m[sizeof magic];
-            take(m, sizeof m, "the magic");
-            if (std::memcmp(m, magic, sizeof magic) != 0)
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is not a frugal history (bad magic)");
-            std::uint32_t head[4];
-            take(head, sizeof head, "the header");
-            if (head[0] != version_tag)
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " has version ", head[0], ", expected ",
-                            version_tag);
-            if (head[1] != byte_order)
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " was written with another byte order");
-            if (head[2] != sizeof(Token) || head[3] != (std::is_signed_v<Token> ? 1u : 0u))
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " holds ", std::uint64_t{head[2]} * 8,
-                            "-bit ", head[3] ? "signed" : "unsigned", " tokens, not this token type");
-            std::uint64_t sizes[3];
-            take(sizes, sizeof sizes, "the sizes");
-            max_tokens = sizes[0], documents = sizes[1], tokens = sizes[2];
+            if (in.read<std::uint32_t>(at, "the byte order") != byte_order)
+                in.fail("was written with another byte order");
+            const auto token_bytes = in.read<std::uint32_t>(at, "the token size");
+            const auto token_signed = in.read<std::uint32_t>(at, "the token signedness");
+            if (token_bytes != sizeof(Token) || token_signed != (std::is_signed_v<Token> ? 1u : 0u))
+                in.fail("holds ", std::uint64_t{token_bytes} * 8, "-bit ", token_signed ? "signed" : "unsigned",
+                        " tokens, not this token type");
+            max_tokens = in.read<std::uint64_t>(at, "the token bound");
+            documents = in.read<std::uint64_t>(at, "the document count");
+            tokens = in.read<std::uint64_t>(at, "the token count");
             if (max_tokens < 2 || max_tokens > suffix_automaton<Token>::max_tokens || tokens > max_tokens ||
                 documents > tokens || (tokens > 0 && documents == 0))
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: ", documents, " documents, ",
-                            tokens, " tokens, bound ", max_tokens);
+                in.fail("is corrupt: ", documents, " documents, ", tokens, " tokens, bound ", max_tokens);
             // Bounded above (max_tokens < 2^32), so the size cannot wrap.
-            const std::uint64_t need = at + documents * 8 + tokens * sizeof(Token) + 8;
+            const std::uint64_t need = header_bytes + documents * 8 + tokens * sizeof(Token) + 8;
             if (bytes.size() != need)
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is ",
-                            bytes.size() < need ? "truncated" : "corrupt", ": ", bytes.size(), " bytes, expected ", need);
-            std::uint64_t stored = 0;
-            std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
-            if (stored != frugal::fnv1a(bytes.first(bytes.size() - 8)))
-                FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: checksum mismatch");
+                in.fail(bytes.size() < need ? "is truncated: " : "is corrupt: ", bytes.size(), " bytes, expected ", need);
+            in.check_checksum();
+            auto fail = [&](const auto&... why) { in.fail(why...); };
             for (std::uint64_t d = 0; d < documents; ++d)
                 if (start(d) >= start(d + 1) || (d == 0 && start(0) != 0))
-                    FRUGAL_FAIL(frugal::runtime_error, "history file ", name, " is corrupt: document ", d,
-                                " spans [", start(d), ", ", start(d + 1), ")");
+                    fail("is corrupt: document ", d, " spans [", start(d), ", ", start(d + 1), ")");
         }
         [[nodiscard]] std::uint64_t start(std::uint64_t d) const {
             if (d == documents) return tokens;
