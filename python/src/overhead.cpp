@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include <frugal/cache/basic_cache.hpp>
 #include <frugal/cache/lru_policy.hpp>
 #include <frugal/core/thread_pool.hpp>
 #include <frugal/draft/drafter.hpp>

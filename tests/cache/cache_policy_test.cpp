@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <frugal/cache/arc_policy.hpp>
+#include <frugal/cache/basic_cache.hpp>
 #include <frugal/cache/cache_policy.hpp>
 #include <frugal/cache/count_min_sketch.hpp>
 #include <frugal/cache/gdsf_policy.hpp>

@@ -440,14 +440,15 @@ TEST(CacheCore, StdUnorderedMapIndexBehavesLikeTheIntrusiveOne) {
     EXPECT_EQ(a.stats().hits, b.stats().hits);
 }
 
-TEST(CacheCore, IntrusiveIndexChainsCollidingKeys) {
-    // Three hash values for 400 keys: long chains of equal hashes, entries erased from their
-    // middle and ends, the bucket array grown while they hold; the std::unordered_map index
-    // with the same hash is the oracle.
-    struct three_hashes {
-        std::size_t operator()(int k) const noexcept { return static_cast<std::size_t>(k % 3); }
-    };
-    frugal::cache::lru_cache<int, int, frugal::cache::unit_weigher, three_hashes> a(300);
+// Three hash values for 400 keys: long chains (or probe runs) of equal hashes, entries erased
+// from their middle and ends, the index grown while they hold; the std::unordered_map index
+// with the same hash is the oracle. Every `cache_index` passes the same test.
+struct three_hashes {
+    std::size_t operator()(int k) const noexcept { return static_cast<std::size_t>(k % 3); }
+};
+template <class Index>
+void colliding_keys_behave_as_in_a_map() {
+    frugal::cache::lru_cache<int, int, frugal::cache::unit_weigher, three_hashes, std::equal_to<int>, Index> a(300);
     frugal::cache::lru_cache<int, int, frugal::cache::unit_weigher, three_hashes, std::equal_to<int>,
                              frugal::cache::map_index<std::unordered_map>>
         b(300);
@@ -477,6 +478,11 @@ TEST(CacheCore, IntrusiveIndexChainsCollidingKeys) {
         EXPECT_EQ(v, *other);
     });
     EXPECT_EQ(seen, b.size());
+}
+
+TEST(CacheCore, EveryIndexHandlesCollidingKeys) {
+    colliding_keys_behave_as_in_a_map<frugal::cache::intrusive_index>();
+    colliding_keys_behave_as_in_a_map<frugal::cache::slot_index>();
 }
 
 TEST(CacheCore, ShrinkingTheCapacityEvicts) {

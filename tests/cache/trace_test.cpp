@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <frugal/cache/arc_policy.hpp>
+#include <frugal/cache/basic_cache.hpp>
 #include <frugal/cache/lirs_policy.hpp>
 #include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/s3fifo_policy.hpp>

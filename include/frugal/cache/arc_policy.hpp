@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/basic_cache_fwd.hpp"
 #include "frugal/cache/ghost_queue.hpp"
 #include "frugal/cache/lru_policy.hpp"
 

@@ -16,33 +16,16 @@
 #include <utility>
 #include <vector>
 
-#include <boost/intrusive/unordered_set.hpp>  // also unordered_multiset
-
+#include "frugal/cache/basic_cache_fwd.hpp"
+#include "frugal/cache/cache_index.hpp"
 #include "frugal/cache/cache_policy.hpp"
+#include "frugal/cache/eviction_reason.hpp"
 #include "frugal/core/assert.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/hash.hpp"
 
 namespace frugal::cache {
 
-/// Why an entry left the cache (or never entered it); passed to the eviction callback and
-/// counted in `cache_stats::evictions`.
-/// @code
-/// c.set_eviction_callback([](auto&, auto& v, frugal::cache::eviction_reason r) {
-///     if (r == frugal::cache::eviction_reason::capacity) demote(v); else release(v); });
-/// @endcode
-enum class eviction_reason : std::uint8_t {
-    capacity,  ///< chosen by the policy to make room (including W-TinyLFU admission losers)
-    rejected,  ///< never admitted: heavier than the whole budget, or the rest is pinned
-    replaced,  ///< the old value of a key that was put again
-    erased,    ///< removed by erase()
-    cleared,   ///< removed by clear()
-    expired,   ///< its time to live ran out (see `basic_cache::set_expiry`)
-    destroyed, ///< still held when the cache was destroyed
-};
-
-/// Number of `eviction_reason` values, the size of `cache_stats::evictions`.
-inline constexpr std::size_t eviction_reason_count = 7;
 
 /// Time to live of a cache's entries (see `basic_cache::set_expiry`): `ttl` after the entry
 /// was written (put), or after its last access when `after_access` is set. `clock` gives the
@@ -128,111 +111,6 @@ enum class put_result : std::uint8_t {
     rejected,  ///< not admitted (heavier than the budget, or no unpinned entry left to evict)
 };
 
-/// Index (key -> entry) on Boost.Intrusive hooks inside the entries: lookups, inserts and
-/// erases allocate nothing; only growth of the bucket array does (amortized, doubling).
-/// At least two buckets per entry, so a lookup rarely walks past another entry (a cache miss
-/// each), at a cost of 8 to 16 bytes of buckets per entry. The default index of `basic_cache`.
-/// @code
-/// frugal::cache::basic_cache<int, int, frugal::cache::lru_policy, frugal::cache::unit_weigher, std::hash<int>,
-///                     std::equal_to<int>, frugal::cache::intrusive_index> c(100);
-/// @endcode
-struct intrusive_index {
-    // The hash is kept in the entry (`cache_node::hash`), not in the hook: one word less.
-    using hook = boost::intrusive::unordered_set_member_hook<boost::intrusive::link_mode<boost::intrusive::normal_link>>;
-
-    template <class Node, class Hash, class KeyEqual>
-    class type {
-        struct node_hash {
-            std::size_t operator()(const Node& n) const noexcept { return n.hash; }
-        };
-        struct node_equal {
-            bool operator()(const Node& a, const Node& b) const { return a.hash == b.hash && KeyEqual{}(a.key, b.key); }
-        };
-        using set = boost::intrusive::unordered_multiset<
-            Node, boost::intrusive::member_hook<Node, hook, &Node::index_hook>,
-            boost::intrusive::hash<node_hash>, boost::intrusive::equal<node_equal>,
-            boost::intrusive::power_2_buckets<true>, boost::intrusive::constant_time_size<true>>;
-        using bucket_type = typename set::bucket_type;
-        using bucket_traits = typename set::bucket_traits;
-
-        struct key_hash {
-            std::size_t h;
-            std::size_t operator()(const auto&) const noexcept { return h; }
-        };
-        struct key_node_equal {
-            const KeyEqual& eq;
-            std::size_t h;
-            template <class K>
-            bool operator()(const K& k, const Node& n) const { return n.hash == h && eq(k, n.key); }
-        };
-
-    public:
-        explicit type(KeyEqual eq = {}) : eq_(std::move(eq)), buckets_(initial), set_(bucket_traits(buckets_.data(), initial)) {}
-        type(const type&) = delete;
-        type& operator=(const type&) = delete;
-        ~type() { set_.clear(); }
-
-        template <class K>
-        [[nodiscard]] Node* find(const K& key, std::size_t hash) {
-            auto it = set_.find(key, key_hash{hash}, key_node_equal{eq_, hash});
-            return it == set_.end() ? nullptr : &*it;
-        }
-        void insert(Node& n) {
-            if (2 * (set_.size() + 1) > buckets_.size()) grow();  // load factor at most 1/2
-            set_.insert(n);
-        }
-        void erase(Node& n) noexcept { set_.erase(set_.iterator_to(n)); }
-        [[nodiscard]] std::size_t size() const noexcept { return set_.size(); }
-        template <class F>
-        void for_each(F&& f) {
-            for (auto& n : set_) f(n);
-        }
-
-    private:
-        static constexpr std::size_t initial = 16;
-        void grow() {
-            std::vector<bucket_type> bigger(buckets_.size() * 2);
-            set_.rehash(bucket_traits(bigger.data(), bigger.size()));
-            buckets_.swap(bigger);
-        }
-        [[no_unique_address]] KeyEqual eq_;
-        std::vector<bucket_type> buckets_;
-        set set_;
-    };
-};
-
-/// Index on any std::unordered_map-like `Map<Key, Node*, Hash, KeyEqual>` (std::unordered_map,
-/// a flat map, a concurrent map): pick it to plug in your own map type.
-/// @code
-/// using my_cache = frugal::cache::basic_cache<int, float, frugal::cache::lru_policy, frugal::cache::unit_weigher,
-///     std::hash<int>, std::equal_to<int>, frugal::cache::map_index<std::unordered_map>>;
-/// @endcode
-template <template <class, class, class, class, class...> class Map>
-struct map_index {
-    struct hook {};
-    template <class Node, class Hash, class KeyEqual>
-    class type {
-    public:
-        using key_type = std::remove_cvref_t<decltype(std::declval<Node&>().key)>;
-        explicit type(KeyEqual eq = {}) : map_(16, Hash{}, std::move(eq)) {}
-        template <class K>
-        [[nodiscard]] Node* find(const K& key, std::size_t) {
-            auto it = map_.find(key);
-            return it == map_.end() ? nullptr : it->second;
-        }
-        void insert(Node& n) { map_.emplace(n.key, &n); }
-        void erase(Node& n) { map_.erase(n.key); }
-        [[nodiscard]] std::size_t size() const noexcept { return map_.size(); }
-        template <class F>
-        void for_each(F&& f) {
-            for (auto& kv : map_) f(*kv.second);
-        }
-
-    private:
-        Map<key_type, Node*, Hash, KeyEqual> map_;
-    };
-};
-
 /// One cache entry: the user's key and value, its weight and pin count, the index hook and
 /// the policy's per-entry data (list hooks, frequency, priority).
 template <class Key, class Value, class PolicyData, class IndexHook, bool Deadline = false>
@@ -269,8 +147,7 @@ struct cache_node : PolicyData, detail::entry_deadline<Deadline> {
 /// c.set_eviction_callback([](auto& key, auto& value, frugal::cache::eviction_reason) { release(value); });
 /// if (auto* v = c.get(42)) use(*v); else c.put(42, load(42));
 /// @endcode
-template <class Key, class Value, class Policy, class Weigher = unit_weigher, class Hash = std::hash<Key>,
-          class KeyEqual = std::equal_to<Key>, class Index = intrusive_index, class Expiry = no_expiry>
+template <class Key, class Value, class Policy, class Weigher, class Hash, class KeyEqual, class Index, class Expiry>
     requires cache_policy<Policy> && (std::same_as<Expiry, no_expiry> || std::same_as<Expiry, with_expiry>)
 class basic_cache {
     static constexpr bool expiring = std::same_as<Expiry, with_expiry>;

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/lru_policy.hpp"
 #include "frugal/core/assert.hpp"
 #include "frugal/core/checked.hpp"

@@ -12,7 +12,7 @@
 
 #include <boost/intrusive/set.hpp>
 
-#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/basic_cache_fwd.hpp"
 #include "frugal/cache/priority_buckets.hpp"
 
 namespace frugal::cache {

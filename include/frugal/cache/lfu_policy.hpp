@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/basic_cache_fwd.hpp"
 #include "frugal/cache/priority_buckets.hpp"
 
 namespace frugal::cache {

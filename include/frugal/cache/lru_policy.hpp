@@ -8,7 +8,7 @@
 
 #include <boost/intrusive/list.hpp>
 
-#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/basic_cache_fwd.hpp"
 
 namespace frugal::cache {
 

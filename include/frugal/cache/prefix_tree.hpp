@@ -24,8 +24,9 @@
 
 #include <boost/pool/pool.hpp>
 
-#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/cache_index.hpp"
 #include "frugal/cache/cache_policy.hpp"
+#include "frugal/cache/eviction_reason.hpp"
 #include "frugal/cache/lfu_policy.hpp"
 #include "frugal/cache/page_keys.hpp"
 #include "frugal/core/assert.hpp"
@@ -40,72 +41,6 @@
 namespace frugal::cache {
 
 namespace detail {
-/// Hash index of a prefix tree's nodes by (parent, chunk id): open addressing with linear
-/// probing over (hash, node) slots, the slot number kept in the node, so that unlinking an
-/// evicted leaf is one store (a tombstone) and no probe. Hand-written because Boost.Intrusive's
-/// unordered containers are singly linked (an erase walks the bucket to the predecessor, one
-/// dependent cache miss per step, which would dominate an eviction in a large tree) and
-/// Boost 1.74 predates boost::unordered_flat_map. `Node` has `hash` and `slot` members.
-template <class Node>
-class slot_index {
-    struct slot {
-        std::size_t hash;
-        Node* node;  // nullptr: empty; tombstone(): erased
-    };
-    using slot_vector = std::vector<slot, huge_page_allocator<slot>>;
-
-public:
-    /// The node with `hash` for which `same(node)` holds, or nullptr.
-    template <class Same>
-    [[nodiscard]] Node* find(std::size_t hash, Same&& same) const {
-        for (std::size_t i = hash & mask_;; i = (i + 1) & mask_) {
-            const slot& s = slots_[i];
-            if (s.node == nullptr) return nullptr;
-            if (s.hash == hash && s.node != tombstone() && same(*s.node)) return s.node;
-        }
-    }
-    void insert(Node& n) {
-        if ((used_ + 1) * 4 > slots_.size() * 3) rehash(std::max<std::size_t>(16, std::bit_ceil((live_ + 1) * 8 / 3)));
-        if (place(n)) ++used_;
-        ++live_;
-    }
-    void erase(Node& n) noexcept {
-        FRUGAL_ASSERT(slots_[n.slot].node == &n);
-        slots_[n.slot].node = tombstone();
-        --live_;
-    }
-    [[nodiscard]] std::size_t size() const noexcept { return live_; }
-    template <class F>
-    void for_each(F&& f) const {
-        for (const slot& s : slots_)
-            if (s.node != nullptr && s.node != tombstone()) f(*s.node);
-    }
-
-private:
-    static Node* tombstone() noexcept { return reinterpret_cast<Node*>(alignof(Node)); }
-    // Puts `n` in the first empty or erased slot of its probe sequence; true if it was empty.
-    bool place(Node& n) noexcept {
-        std::size_t i = n.hash & mask_;
-        while (slots_[i].node != nullptr && slots_[i].node != tombstone()) i = (i + 1) & mask_;
-        const bool was_empty = slots_[i].node == nullptr;
-        slots_[i] = slot{n.hash, &n};
-        n.slot = i;
-        return was_empty;
-    }
-    // Rebuilds without tombstones at `size` slots (a power of two, under 3/8 full): O(live),
-    // once per at least 3/8 x size insertions, so O(1) amortized.
-    void rehash(std::size_t size) {
-        slot_vector old(size, slot{0, nullptr});
-        old.swap(slots_);
-        mask_ = size - 1;
-        used_ = 0;
-        for (const slot& s : old)
-            if (s.node != nullptr && s.node != tombstone()) used_ += place(*s.node) ? 1 : 0;
-    }
-    slot_vector slots_ = slot_vector(16, slot{0, nullptr});
-    std::size_t mask_ = 15, live_ = 0, used_ = 0;  // used_: live + tombstones
-};
-
 /// Boost.Pool's block source on `huge_page_allocator`. The pool doubles its blocks as it
 /// grows, so a large tree's nodes sit in blocks of many megabytes, where an eviction's
 /// random steps (the victim, its parent) would otherwise miss the TLB. Boost.Pool frees a
@@ -194,6 +129,7 @@ class prefix_tree {
         node* parent;
         ChunkId id;
         std::uint64_t ns;
+        friend bool operator==(const tree_key&, const tree_key&) = default;
     };
     // With a policy whose victim order is the order of last access (LRU), nodes keep their
     // access time and a leaf that becomes evictable again (its last child evicted, its lock
@@ -207,7 +143,8 @@ class prefix_tree {
         Handle handle;
         double chunk_cost;
         std::size_t weight;  // bytes (the policies' weight)
-        std::size_t hash, slot = 0;
+        std::size_t hash;
+        slot_index::hook index_hook;
         // pins and children apart: GCC merges `pins == 0 && children == 0` into one 8-byte
         // load, which right after an eviction's 4-byte `--children` cannot be forwarded from
         // the store and waits for every older store to commit, the index's tombstone (a cache
@@ -216,7 +153,7 @@ class prefix_tree {
         bool in_policy = false;
         bool admitted = false;  // the policy has seen it (admit)
     };
-    using index_type = detail::slot_index<node>;
+    using index_type = slot_index::type<node, void, std::equal_to<tree_key>>;
     using policy_state = typename Policy::template state<node>;
     static_assert(cache_policy<Policy, node>);
     static_assert(alignof(node) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "prefix_tree: over-aligned chunk id or handle");
@@ -237,9 +174,7 @@ class prefix_tree {
             for (node* n : all) n->~node();
         }
         node* find(node* parent, const ChunkId& id, std::uint64_t ns) const {
-            return index.find(hash_of(parent, id, ns), [&](const node& n) {
-                return n.key.parent == parent && n.key.id == id && n.key.ns == ns;
-            });
+            return index.find(tree_key{parent, id, ns}, hash_of(parent, id, ns));
         }
         node* create(node* parent, const ChunkId& id, std::uint64_t ns, const chunk_value<Handle>& v) {
             void* p = (pool.malloc)();

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/basic_cache_fwd.hpp"
 #include "frugal/cache/ghost_queue.hpp"
 #include "frugal/cache/lru_policy.hpp"
 

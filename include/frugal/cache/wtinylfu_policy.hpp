@@ -8,7 +8,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "frugal/cache/basic_cache.hpp"
+#include "frugal/cache/basic_cache_fwd.hpp"
+#include "frugal/core/error.hpp"
 #include "frugal/cache/counting_bloom_filter.hpp"
 #include "frugal/cache/lru_policy.hpp"
 
