@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <random>
@@ -23,13 +22,13 @@
 #include <frugal/cache/disk_tier.hpp>
 #include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/tiered_prefix_tree.hpp>
-#include <frugal/core/hash.hpp>
 
 #ifdef FRUGAL_BENCH_HAVE_REDIS
 #include <frugal/backend/redis/redis_tier.hpp>
 
 #include "../../tests/support/frugal_test_redis.hpp"  // starts a redis-server on a free port
 #endif
+#include "../../tests/cache/host_pages.hpp"  // the engine's page pool
 
 namespace frugal::bench {
 
@@ -37,15 +36,7 @@ namespace {
 
 using token = std::int32_t;
 using testing::token_record;
-
-// A page's content: a function of its key (so any process can check a page it loads).
-void fill_page(const cache::tier_key& k, std::span<std::byte> page) {
-    std::uint64_t x = k.high ^ hash_mix(k.low);
-    for (std::size_t i = 0; i + 8 <= page.size(); i += 8) {
-        x = hash_combine(x, i);
-        std::memcpy(page.data() + i, &x, 8);
-    }
-}
+using cache_model::host_pages;
 
 struct request {
     std::size_t conversation = 0, turn = 0, process = 0;
@@ -74,29 +65,6 @@ struct process_result {
     std::uint64_t served_tokens = 0, total_tokens = 0, wrong_pages = 0, tier_pages = 0;
 };
 
-// An engine's host pages: `count` buffers of `bytes` (a page_pool).
-class host_pages {
-public:
-    using handle_type = std::uint32_t;
-    host_pages(std::size_t count, std::size_t bytes) : bytes_(bytes), data_(count * bytes) {
-        for (std::size_t i = count; i-- > 0;) free_.push_back(static_cast<handle_type>(i));
-    }
-    std::optional<handle_type> allocate() {
-        if (free_.empty()) return std::nullopt;
-        const handle_type p = free_.back();
-        free_.pop_back();
-        return p;
-    }
-    void release(handle_type p) { free_.push_back(p); }
-    [[nodiscard]] std::size_t page_bytes() const noexcept { return bytes_; }
-    std::span<std::byte> bytes(handle_type p) { return std::span(data_).subspan(std::size_t{p} * bytes_, bytes_); }
-
-private:
-    std::size_t bytes_;
-    std::vector<std::byte> data_;
-    std::vector<handle_type> free_;
-};
-
 // A process alone: a tier that holds nothing.
 struct no_tier {
     std::size_t exists_prefix(std::span<const cache::tier_key>) const { return 0; }
@@ -117,7 +85,6 @@ process_result serve(const std::vector<std::vector<request>>& rounds, std::size_
     host_pages pages(memory_bytes / page_bytes + longest, page_bytes);
     cache::tiered_prefix_tree<Tier, host_pages> tree(memory_budget(memory_bytes), tier, pages, ns);
     process_result r;
-    std::vector<std::byte> expected(page_bytes);
     for (const auto& round : rounds) {
         pthread_barrier_wait(barrier);
         for (const request& q : round) {
@@ -125,11 +92,8 @@ process_result serve(const std::vector<std::vector<request>>& rounds, std::size_
             const auto keys = tree.template keys<token>(q.tokens);
             auto hit = tree.match(keys);
             const std::size_t have = hit.lock.length();
-            for (std::size_t i = have - hit.from_tier; i < have; ++i) {
-                fill_page(keys[i], expected);
-                const auto page = pages.bytes(hit.lock.handle(i));
-                r.wrong_pages += !std::equal(page.begin(), page.end(), expected.begin());
-            }
+            for (std::size_t i = have - hit.from_tier; i < have; ++i)  // pages are functions of their keys
+                r.wrong_pages += !pages.holds(hit.lock.handle(i), keys[i]);
             r.tier_pages += hit.from_tier;
             r.served_tokens += have * ns.page_tokens;
             r.total_tokens += keys.size() * ns.page_tokens;
@@ -137,7 +101,7 @@ process_result serve(const std::vector<std::vector<request>>& rounds, std::size_
             for (std::size_t i = have; i < keys.size(); ++i) {
                 const auto p = pages.allocate();
                 FRUGAL_CHECK_AS(frugal::runtime_error, p.has_value(), "cache --tier: the page pool ran dry");
-                fill_page(keys[i], pages.bytes(*p));
+                host_pages::fill(keys[i], pages.bytes(*p));
                 fresh.push_back(*p);
             }
             const auto added = tree.insert(hit.lock, keys, fresh);

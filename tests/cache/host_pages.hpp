@@ -76,4 +76,26 @@ private:
     long allocations_left_ = -1;
 };
 
+/// A request as an engine serves it over a tiered prefix tree: match, compute the pages after
+/// the match into `pool`, insert them, give back what the tree did not take, release.
+template <class Tree>
+void serve(Tree& tree, host_pages& pool, std::span<const frugal::cache::tier_key> keys) {
+    auto hit = tree.match(keys);
+    std::vector<host_pages::handle_type> fresh;
+    for (std::size_t i = hit.lock.length(); i < keys.size(); ++i) fresh.push_back(pool.compute(keys[i]));
+    const auto r = tree.insert(hit.lock, keys, fresh);
+    const std::size_t first = keys.size() - fresh.size();
+    for (std::size_t i = first; i < keys.size(); ++i)  // pages the tree did not take stay ours
+        if (i < r.existing || i >= r.cached) pool.release(fresh[i - first]);
+    hit.lock.release();
+}
+
+/// Whether every page `lock` holds has its key's contents.
+template <class Lock>
+bool pages_hold(host_pages& pool, const Lock& lock, std::span<const frugal::cache::tier_key> keys) {
+    for (std::size_t i = 0; i < lock.length(); ++i)
+        if (!pool.holds(lock.handle(i), keys[i])) return false;
+    return true;
+}
+
 }  // namespace frugal::cache_model

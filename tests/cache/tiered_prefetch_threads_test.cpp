@@ -23,6 +23,7 @@ namespace {
 using namespace frugal::cache;
 using frugal::memory_budget;
 using frugal::cache_model::host_pages;
+using frugal::cache_model::serve;
 using frugal::testing::error_of;
 
 const tier_namespace ns{.model = "test-1b", .dtype = "bf16", .layout = "nhd", .page_tokens = 4};
@@ -34,21 +35,6 @@ std::vector<tier_key> keys_of(std::size_t pages, int salt) {
     for (std::size_t i = 0; i < pages * ns.page_tokens; ++i) t.push_back(static_cast<int>(i * 5 + 1000 * salt));
     return chunk_keys<int>(ns, t);
 }
-void serve(tree_t& tree, host_pages& pool, std::span<const tier_key> keys) {
-    auto hit = tree.match(keys);
-    std::vector<std::uint32_t> fresh;
-    for (std::size_t i = hit.lock.length(); i < keys.size(); ++i) fresh.push_back(pool.compute(keys[i]));
-    const auto r = tree.insert(hit.lock, keys, fresh);
-    const std::size_t first = keys.size() - fresh.size();
-    for (std::size_t i = first; i < keys.size(); ++i)
-        if (i < r.existing || i >= r.cached) pool.release(fresh[i - first]);
-}
-bool holds(host_pages& pool, const tree_t::prefix_match& lock, std::span<const tier_key> keys) {
-    for (std::size_t i = 0; i < lock.length(); ++i)
-        if (!pool.holds(lock.handle(i), keys[i])) return false;
-    return true;
-}
-
 class TieredPrefetch : public frugal::cache_model::temp_files {
 protected:
     // A tier holding `keys` (written by another engine).
@@ -75,7 +61,7 @@ TEST_F(TieredPrefetch, ALoadOnAnotherThreadOverlapsTheTreesWork) {
     auto hit = tree.match(std::move(ticket));
     EXPECT_EQ(hit.lock.length(), 12u);
     EXPECT_EQ(hit.from_tier, 9u);
-    EXPECT_TRUE(holds(pool, hit.lock, wanted));
+    EXPECT_TRUE(frugal::cache_model::pages_hold(pool, hit.lock, wanted));
     hit.lock.release();
     EXPECT_EQ(pool.in_use(), tree.memory().size());
 }
@@ -96,7 +82,7 @@ TEST_F(TieredPrefetch, ATicketNoThreadLoadedLoadsAtMatchAndADroppedOneGivesItsPa
     EXPECT_NE(error_of([&] { (void)tree.match(std::move(foreign)); }).find("another tree"), std::string::npos);
     auto hit = tree.match(std::move(ticket));  // no thread loaded it: loaded here
     EXPECT_EQ(hit.from_tier, 8u);
-    EXPECT_TRUE(holds(pool, hit.lock, wanted));
+    EXPECT_TRUE(frugal::cache_model::pages_hold(pool, hit.lock, wanted));
     EXPECT_EQ(ticket.pages(), 0u);  // consumed
     EXPECT_NE(error_of([&] { (void)tree.match(std::move(ticket)); }).find("consumed"), std::string::npos);
 }
@@ -114,7 +100,7 @@ TEST_F(TieredPrefetch, TwoThreadsRacingToLoadOneTicketLoadItOnce) {
         a.join();
         b.join();
         EXPECT_EQ(hit.lock.length(), 10u);
-        EXPECT_TRUE(holds(pool, hit.lock, wanted));
+        EXPECT_TRUE(frugal::cache_model::pages_hold(pool, hit.lock, wanted));
         hit.lock.release();
         tree.evict(std::size_t{1} << 30);  // empty memory: the next round loads again
         EXPECT_EQ(pool.in_use(), 0u);

@@ -26,6 +26,8 @@ namespace {
 using namespace frugal::cache;
 using frugal::memory_budget;
 using frugal::cache_model::host_pages;
+using frugal::cache_model::pages_hold;
+using frugal::cache_model::serve;
 using frugal::testing::error_of;
 
 const tier_namespace ns{.model = "test-1b", .dtype = "bf16", .layout = "nhd", .page_tokens = 4};
@@ -43,22 +45,6 @@ std::vector<std::uint32_t> compute(host_pages& pool, std::span<const tier_key> k
     std::vector<std::uint32_t> pages;
     for (std::size_t i = from; i < keys.size(); ++i) pages.push_back(pool.compute(keys[i]));
     return pages;
-}
-// Whether every page of the lock holds its key's contents.
-testing::AssertionResult pages_hold(host_pages& pool, const tree_t::prefix_match& lock, std::span<const tier_key> keys) {
-    for (std::size_t i = 0; i < lock.length(); ++i)
-        if (!pool.holds(lock.handle(i), keys[i])) return testing::AssertionFailure() << "page " << i << " is wrong";
-    return testing::AssertionSuccess();
-}
-// A request as an engine runs it: match, compute the rest, insert, release.
-void serve(tree_t& tree, host_pages& pool, std::span<const tier_key> keys) {
-    auto hit = tree.match(keys);
-    const auto fresh = compute(pool, keys, hit.lock.length());
-    const auto r = tree.insert(hit.lock, keys, fresh);
-    const std::size_t first = keys.size() - fresh.size();
-    for (std::size_t i = first; i < keys.size(); ++i)  // pages the tree did not take stay ours
-        if (i < r.existing || i >= r.cached) pool.release(fresh[i - first]);
-    hit.lock.release();
 }
 
 class TieredPrefixTree : public frugal::cache_model::temp_files {};
