@@ -8,6 +8,7 @@ packages=(
   libboost-dev                      # frugal::frugal: Boost.Intrusive/Container/Heap headers
   libeigen3-dev libxsimd-dev xtl-dev  # frugal::eigen: the reference CPU backend
   libgtest-dev libgmock-dev         # tests
+  qemu-user                         # tests: the mixed -march program on older CPU models (qemu-x86_64 -cpu)
   libbenchmark-dev                  # micro-benchmarks
   libcli11-dev nlohmann-json3-dev   # frugal-bench: argument parsing and JSON records
   libzstd-dev zlib1g-dev            # frugal-bench: compressed cache traces
@@ -15,7 +16,7 @@ packages=(
   libfaiss-dev                      # frugal::faiss: the FAISS IVF adapter and its tests
   libhiredis-dev redis-server       # frugal::redis: the Redis cache tier, tested against a real server
   python3-dev pybind11-dev python3-pybind11  # the Python package (python/): headers and pybind11
-  python3-numpy python3-pytest      # the Python package's arrays and its tests
+  python3-numpy python3-pytest mypy  # the Python package's arrays, its tests and its stubs' check (stubtest)
   python3-venv python3-setuptools python3-wheel  # pip install --no-build-isolation ./python in a venv
 )
 

@@ -20,13 +20,15 @@
 #include <string>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
-
 #include <frugal/attention/batch_attention.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
 #include <frugal/core/huge_page_allocator.hpp>
 #include <frugal/sim/staged_attention.hpp>
+
+// After frugal's backend, which includes it inside its GCC 12 warning bracket
+// (backend/eigen/diagnostics.hpp).
+#include <xsimd/xsimd.hpp>
 
 #include "harness.hpp"
 #include "serve_batch.hpp"

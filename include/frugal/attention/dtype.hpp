@@ -1,8 +1,9 @@
 #pragma once
 /// @file
 /// Storage types of attention tensors (fp32, bf16, fp16), their exact conversions to and
-/// from fp32, and block conversions that use F16C / AVX2 / AVX512-BF16 when compiled for them
-/// (SSE2 on any other x86-64).
+/// from fp32, and block conversions that run the widest vector path the CPU has (AVX-512,
+/// AVX2 + F16C or SSE2 on x86-64, picked at run time whatever the -m flags), with the same
+/// bits as the scalar conversions on every path.
 
 #include <cstddef>
 #include <cstdint>
@@ -11,10 +12,43 @@
 
 #include "frugal/attention/host_device.hpp"
 
-#if !defined(__CUDACC__) && (defined(__F16C__) || defined(__AVX2__) || defined(__AVX512BF16__))
+// The vector paths: x86-64 with GCC or Clang (target attributes, __builtin_cpu_supports),
+// never in CUDA sources; everywhere else the scalar loops run.
+#if !defined(__CUDACC__) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FRUGAL_ATTENTION_X86_KERNELS 1
+#include <cpuid.h>
 #include <immintrin.h>
-#elif !defined(__CUDACC__) && defined(__SSE2__)
-#include <emmintrin.h>
+#else
+#define FRUGAL_ATTENTION_X86_KERNELS 0
+#endif
+
+// The block conversions live in an inline namespace named after the level of x86-64 the
+// unit is compiled for. Their source does not depend on -m flags, but the compiler still
+// adds those flags to every function it compiles: naming the level keeps units built for
+// different levels from sharing one copy (the linker would keep either, and a copy
+// compiled for AVX-512 would run on a CPU without it). Units of one level share theirs.
+#if !FRUGAL_ATTENTION_X86_KERNELS
+#define FRUGAL_ATTENTION_SIMD_ABI portable
+#elif defined(__AVX512F__)
+#define FRUGAL_ATTENTION_SIMD_ABI x86_64_v4
+#elif defined(__AVX2__)
+#define FRUGAL_ATTENTION_SIMD_ABI x86_64_v3
+#elif defined(__AVX__)
+#define FRUGAL_ATTENTION_SIMD_ABI x86_64_avx
+#elif defined(__SSE4_1__)
+#define FRUGAL_ATTENTION_SIMD_ABI x86_64_v2
+#else
+#define FRUGAL_ATTENTION_SIMD_ABI x86_64_v1
+#endif
+
+// The scalar conversions are inlined wherever they are called, the vector paths' tails
+// included, so that those never call a copy compiled for another level either.
+#if defined(__CUDACC__)
+#define FRUGAL_ATTENTION_FORCE_INLINE __forceinline__
+#elif defined(__GNUC__) || defined(__clang__)
+#define FRUGAL_ATTENTION_FORCE_INLINE __attribute__((always_inline))
+#else
+#define FRUGAL_ATTENTION_FORCE_INLINE
 #endif
 
 namespace frugal::attention {
@@ -39,16 +73,17 @@ enum class storage_dtype : unsigned char { f32, bf16, f16 };
 struct bfloat16 {
     std::uint16_t bits = 0;
 
-    /// Round to nearest even; NaN stays NaN (quiet), infinities and signs are kept.
-    [[nodiscard]] FRUGAL_HOST_DEVICE static bfloat16 from_float(float f) noexcept {
+    /// Round to nearest even; infinities and signs are kept, a NaN becomes the quiet NaN
+    /// with the top of its payload (as vcvtneps2bf16 does).
+    [[nodiscard]] FRUGAL_HOST_DEVICE FRUGAL_ATTENTION_FORCE_INLINE static bfloat16 from_float(float f) noexcept {
         std::uint32_t u = 0;
         std::memcpy(&u, &f, sizeof u);
         if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<std::uint16_t>((u >> 16) | 0x0040u)};
         u += 0x7fffu + ((u >> 16) & 1u);
         return {static_cast<std::uint16_t>(u >> 16)};
     }
-    /// Exact.
-    [[nodiscard]] FRUGAL_HOST_DEVICE float to_float() const noexcept {
+    /// Exact (a bit shift: NaNs keep their bits).
+    [[nodiscard]] FRUGAL_HOST_DEVICE FRUGAL_ATTENTION_FORCE_INLINE float to_float() const noexcept {
         const std::uint32_t u = std::uint32_t{bits} << 16;
         float f = 0;
         std::memcpy(&f, &u, sizeof f);
@@ -65,13 +100,14 @@ struct bfloat16 {
 struct float16 {
     std::uint16_t bits = 0;
 
-    /// Round to nearest even, overflow to infinity, gradual underflow to subnormals.
-    [[nodiscard]] FRUGAL_HOST_DEVICE static float16 from_float(float f) noexcept {
+    /// Round to nearest even, overflow to infinity, gradual underflow to subnormals; a NaN
+    /// becomes the quiet NaN with the top of its payload (as F16C's vcvtps2ph does).
+    [[nodiscard]] FRUGAL_HOST_DEVICE FRUGAL_ATTENTION_FORCE_INLINE static float16 from_float(float f) noexcept {
         std::uint32_t u = 0;
         std::memcpy(&u, &f, sizeof u);
         const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
         const std::uint32_t a = u & 0x7fffffffu;
-        if (a > 0x7f800000u) return {static_cast<std::uint16_t>(sign | 0x7e00u)};  // NaN
+        if (a > 0x7f800000u) return {static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu))};  // NaN
         if (a >= 0x477ff000u) return {static_cast<std::uint16_t>(sign | 0x7c00u)};  // rounds to >= 65520: inf
         if (a >= 0x38800000u) {                                                     // normal half
             const std::uint32_t r = a + 0x0fffu + ((a >> 13) & 1u) - 0x38000000u;
@@ -86,12 +122,12 @@ struct float16 {
         if (rest > half || (rest == half && (h & 1u))) ++h;
         return {static_cast<std::uint16_t>(sign | h)};
     }
-    /// Exact.
-    [[nodiscard]] FRUGAL_HOST_DEVICE float to_float() const noexcept {
+    /// Exact; a signaling NaN becomes quiet (as F16C's vcvtph2ps and IEEE 754 do).
+    [[nodiscard]] FRUGAL_HOST_DEVICE FRUGAL_ATTENTION_FORCE_INLINE float to_float() const noexcept {
         const std::uint32_t sign = std::uint32_t{bits & 0x8000u} << 16, e = (bits >> 10) & 0x1fu, m = bits & 0x3ffu;
         std::uint32_t u = 0;
         if (e == 0x1f) {
-            u = sign | 0x7f800000u | (m << 13);
+            u = sign | 0x7f800000u | (m << 13) | (m != 0 ? 0x400000u : 0u);
         } else if (e != 0) {
             u = sign | ((e + 112u) << 23) | (m << 13);
         } else if (m != 0) {  // subnormal: normalize
@@ -144,36 +180,249 @@ template <storage_type T>
     return d == storage_dtype::f32 ? 0x1p-24 : d == storage_dtype::bf16 ? 0x1p-8 : 0x1p-11;
 }
 
-#if !defined(__CUDACC__) && defined(__SSE2__)
+// Block conversions. Hand-written because this module depends on the standard library
+// alone, and xsimd 8 (the Eigen backend's vector layer) has neither 16-bit float types nor
+// a way for a header to pick an instruction set at run time. Each path below is compiled
+// for its own instruction set ([[gnu::target]]) whatever the unit's -m flags, and
+// `detail::conversions()` picks, once per process, the widest one the CPU runs. Every path
+// returns the scalar conversions' bits for every input (the integer rounding below is
+// `bfloat16::from_float`'s; F16C rounds and handles NaNs as `float16` does).
 namespace detail {
-/// The four bf16 values in the low 64 bits of `h` as fp32 (each moved to a float's high half).
-[[nodiscard]] inline __m128 bf16x4_to_floats(__m128i h) noexcept {
-    return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+inline namespace FRUGAL_ATTENTION_SIMD_ABI {
+
+/// The conversions of one instruction set, on `n` elements.
+struct conversion_kernels {
+    const char* isa;  ///< "avx512", "avx2", "sse2" or "scalar"
+    void (*bf16_to_floats)(const bfloat16*, float*, std::size_t) noexcept;
+    void (*f16_to_floats)(const float16*, float*, std::size_t) noexcept;
+    void (*floats_to_bf16)(const float*, bfloat16*, std::size_t) noexcept;
+    void (*floats_to_f16)(const float*, float16*, std::size_t) noexcept;
+};
+
+inline void bf16_to_floats_scalar(const bfloat16* src, float* dst, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i].to_float();
 }
-/// The four fp16 values in the low 64 bits of `h` as fp32, exactly, for x86-64 without F16C:
-/// exponent and mantissa moved into place and the exponent rebiased (again for infinities and
-/// NaNs); a subnormal or zero is rebuilt as a normal float minus 2^-14, which is exact.
-[[nodiscard]] inline __m128 f16x4_to_floats(__m128i h) noexcept {
-    const __m128i w = _mm_unpacklo_epi16(h, _mm_setzero_si128());
+inline void f16_to_floats_scalar(const float16* src, float* dst, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i].to_float();
+}
+inline void floats_to_bf16_scalar(const float* src, bfloat16* dst, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = bfloat16::from_float(src[i]);
+}
+inline void floats_to_f16_scalar(const float* src, float16* dst, std::size_t n) noexcept {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = float16::from_float(src[i]);
+}
+
+inline constexpr conversion_kernels scalar_kernels{"scalar", bf16_to_floats_scalar, f16_to_floats_scalar,
+                                                   floats_to_bf16_scalar, floats_to_f16_scalar};
+
+#if FRUGAL_ATTENTION_X86_KERNELS
+// --- SSE2: every x86-64 CPU --------------------------------------------------------------
+
+/// Four bf16 values at `p` as fp32: each moved to a float's high half.
+[[nodiscard]] inline __m128 load_floats_sse2(const bfloat16* p) noexcept {
+    return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+/// Four fp16 values at `p` as fp32, exactly, without F16C: exponent and mantissa moved into
+/// place and the exponent rebiased (again for infinities and NaNs, which become quiet); a
+/// subnormal or zero is rebuilt as a normal float minus 2^-14, which is exact.
+[[nodiscard]] inline __m128 load_floats_sse2(const float16* p) noexcept {
+    const __m128i w = _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), _mm_setzero_si128());
+    const __m128i magnitude = _mm_and_si128(w, _mm_set1_epi32(0x7fff));
     const __m128i sign = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x8000)), 16);
     const __m128i exp_mask = _mm_set1_epi32(0x7c00 << 13);
-    __m128i o = _mm_slli_epi32(_mm_and_si128(w, _mm_set1_epi32(0x7fff)), 13);
+    __m128i o = _mm_slli_epi32(magnitude, 13);
     const __m128i exp = _mm_and_si128(o, exp_mask);
     o = _mm_add_epi32(o, _mm_set1_epi32((127 - 15) << 23));
     o = _mm_add_epi32(o, _mm_and_si128(_mm_cmpeq_epi32(exp, exp_mask), _mm_set1_epi32((128 - 16) << 23)));
+    o = _mm_or_si128(o, _mm_and_si128(_mm_cmpgt_epi32(magnitude, _mm_set1_epi32(0x7c00)), _mm_set1_epi32(0x400000)));
     const __m128i tiny = _mm_cmpeq_epi32(exp, _mm_setzero_si128());
     const __m128 rebuilt = _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(o, _mm_set1_epi32(1 << 23))),
                                       _mm_castsi128_ps(_mm_set1_epi32(113 << 23)));
     o = _mm_or_si128(_mm_and_si128(tiny, _mm_castps_si128(rebuilt)), _mm_andnot_si128(tiny, o));
     return _mm_castsi128_ps(_mm_or_si128(o, sign));
 }
-}  // namespace detail
-#endif
+/// Four fp32 values rounded to bf16 as `bfloat16::from_float` does, each in the low half of
+/// its lane, sign-extended (so that a signed pack keeps the bits).
+[[nodiscard]] inline __m128i round_bf16_sse2(__m128 x) noexcept {
+    const __m128i u = _mm_castps_si128(x);
+    const __m128i lsb = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
+    const __m128i r = _mm_add_epi32(_mm_add_epi32(u, _mm_set1_epi32(0x7fff)), lsb);
+    const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7fffffff)), _mm_set1_epi32(0x7f800000));
+    const __m128i quiet = _mm_or_si128(u, _mm_set1_epi32(0x400000));
+    return _mm_srai_epi32(_mm_or_si128(_mm_and_si128(nan, quiet), _mm_andnot_si128(nan, r)), 16);
+}
 
-/// Converts `n` elements to fp32 (exactly). The instructions xsimd 8 does not wrap
-/// (F16C's vcvtph2ps; AVX2/AVX-512 zero extension for bf16) are used when the
-/// translation unit is compiled for them, SSE2 integer operations on any other x86-64;
-/// the scalar loop is the portable path.
+inline void bf16_to_floats_sse2(const bfloat16* src, float* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, load_floats_sse2(src + i));
+    bf16_to_floats_scalar(src + i, dst + i, n - i);
+}
+inline void f16_to_floats_sse2(const float16* src, float* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, load_floats_sse2(src + i));
+    f16_to_floats_scalar(src + i, dst + i, n - i);
+}
+inline void floats_to_bf16_sse2(const float* src, bfloat16* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_packs_epi32(round_bf16_sse2(_mm_loadu_ps(src + i)), round_bf16_sse2(_mm_loadu_ps(src + i + 4)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+    }
+    floats_to_bf16_scalar(src + i, dst + i, n - i);
+}
+
+inline constexpr conversion_kernels sse2_kernels{"sse2", bf16_to_floats_sse2, f16_to_floats_sse2, floats_to_bf16_sse2,
+                                                 floats_to_f16_scalar};
+
+// --- AVX2 + F16C ---------------------------------------------------------------------------
+
+/// Eight bf16 values at `p` as fp32.
+[[nodiscard, gnu::target("avx2,f16c")]] inline __m256 load_floats_avx2(const bfloat16* p) noexcept {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+/// Eight fp16 values at `p` as fp32 (vcvtph2ps).
+[[nodiscard, gnu::target("avx2,f16c")]] inline __m256 load_floats_avx2(const float16* p) noexcept {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+[[gnu::target("avx2,f16c")]] inline void bf16_to_floats_avx2(const bfloat16* src, float* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_floats_avx2(src + i));
+    bf16_to_floats_scalar(src + i, dst + i, n - i);
+}
+[[gnu::target("avx2,f16c")]] inline void f16_to_floats_avx2(const float16* src, float* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_floats_avx2(src + i));
+    f16_to_floats_scalar(src + i, dst + i, n - i);
+}
+[[gnu::target("avx2,f16c")]] inline void floats_to_bf16_avx2(const float* src, bfloat16* dst, std::size_t n) noexcept {
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i inf = _mm256_set1_epi32(0x7f800000), quiet_bit = _mm256_set1_epi32(0x400000);
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+        const __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(_mm256_srli_epi32(u, 16), one));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+        const __m256i h = _mm256_srai_epi32(_mm256_blendv_epi8(r, _mm256_or_si256(u, quiet_bit), nan), 16);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm_packs_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+    }
+    floats_to_bf16_scalar(src + i, dst + i, n - i);
+}
+[[gnu::target("avx2,f16c")]] inline void floats_to_f16_avx2(const float* src, float16* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+    }
+    floats_to_f16_scalar(src + i, dst + i, n - i);
+}
+
+inline constexpr conversion_kernels avx2_kernels{"avx2", bf16_to_floats_avx2, f16_to_floats_avx2, floats_to_bf16_avx2,
+                                                 floats_to_f16_avx2};
+
+// --- AVX-512F ------------------------------------------------------------------------------
+// The zero-masked forms throughout: GCC 12.0-12.2 reports the undefined pass-through operand
+// of the unmasked ones as uninitialized (GCC PR 105593).
+
+/// Sixteen bf16 values at `p` as fp32.
+[[nodiscard, gnu::target("avx512f")]] inline __m512 load_floats_avx512(const bfloat16* p) noexcept {
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), w, 16));
+}
+/// Sixteen fp16 values at `p` as fp32 (vcvtph2ps).
+[[nodiscard, gnu::target("avx512f")]] inline __m512 load_floats_avx512(const float16* p) noexcept {
+    return _mm512_maskz_cvtph_ps(__mmask16(0xffff), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+[[gnu::target("avx512f")]] inline void bf16_to_floats_avx512(const bfloat16* src, float* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_floats_avx512(src + i));
+    bf16_to_floats_scalar(src + i, dst + i, n - i);
+}
+[[gnu::target("avx512f")]] inline void f16_to_floats_avx512(const float16* src, float* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_floats_avx512(src + i));
+    f16_to_floats_scalar(src + i, dst + i, n - i);
+}
+[[gnu::target("avx512f")]] inline void floats_to_bf16_avx512(const float* src, bfloat16* dst, std::size_t n) noexcept {
+    const __mmask16 all = 0xffff;
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), abs_mask = _mm512_set1_epi32(0x7fffffff);
+    const __m512i inf = _mm512_set1_epi32(0x7f800000), quiet_bit = _mm512_set1_epi32(0x400000);
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+        const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(all, u, 16), one);
+        const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, bias), lsb);
+        const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs_mask), inf);
+        const __m512i h = _mm512_maskz_srli_epi32(all, _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, quiet_bit)), 16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_maskz_cvtepi32_epi16(all, h));
+    }
+    floats_to_bf16_scalar(src + i, dst + i, n - i);
+}
+[[gnu::target("avx512f")]] inline void floats_to_f16_avx512(const float* src, float16* dst, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256i h =
+            _mm512_maskz_cvtps_ph(__mmask16(0xffff), _mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+    }
+    floats_to_f16_scalar(src + i, dst + i, n - i);
+}
+
+inline constexpr conversion_kernels avx512_kernels{"avx512", bf16_to_floats_avx512, f16_to_floats_avx512,
+                                                   floats_to_bf16_avx512, floats_to_f16_avx512};
+#endif  // FRUGAL_ATTENTION_X86_KERNELS
+
+/// The kernels of `isa` ("avx512", "avx2", "sse2", "scalar") when this build has them and
+/// the CPU runs them, else null: for tests that compare every path with the scalar one.
+[[nodiscard]] inline const conversion_kernels* conversion_kernels_for(const char* isa) noexcept {
+    const auto is = [isa](const char* name) { return std::strcmp(isa, name) == 0; };
+    if (is("scalar")) return &scalar_kernels;
+#if FRUGAL_ATTENTION_X86_KERNELS
+    __builtin_cpu_init();  // in case this runs before the runtime's own initialisation
+    if (is("sse2")) return &sse2_kernels;
+    if (is("avx2") && __builtin_cpu_supports("avx2")) {  // (and the OS saves AVX state)
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;   // Clang 14's builtin does not know F16C
+        if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0) return &avx2_kernels;
+    }
+    if (is("avx512") && __builtin_cpu_supports("avx512f")) return &avx512_kernels;
+#endif
+    return nullptr;
+}
+
+/// The widest kernels the CPU runs, chosen on the first call.
+[[nodiscard]] inline const conversion_kernels& conversions() noexcept {
+#if FRUGAL_ATTENTION_X86_KERNELS
+    static const conversion_kernels* const chosen = [] {
+        if (const conversion_kernels* k = conversion_kernels_for("avx512")) return k;
+        if (const conversion_kernels* k = conversion_kernels_for("avx2")) return k;
+        return &sse2_kernels;
+    }();
+    return *chosen;
+#else
+    return scalar_kernels;
+#endif
+}
+
+}  // namespace FRUGAL_ATTENTION_SIMD_ABI
+}  // namespace detail
+
+inline namespace FRUGAL_ATTENTION_SIMD_ABI {
+
+/// The vector path the block conversions (`to_floats`, `from_floats`) take on this CPU:
+/// "avx512", "avx2" (with F16C), "sse2" (any other x86-64) or "scalar" (other
+/// architectures, CUDA sources, compilers other than GCC and Clang). Chosen once, at the
+/// first conversion, from the CPU and not from the compiler flags.
+/// @code
+/// std::printf("bf16/fp16 conversions: %s\n", frugal::attention::conversion_isa());
+/// @endcode
+[[nodiscard]] inline const char* conversion_isa() noexcept { return detail::conversions().isa; }
+
+/// Converts `n` elements to fp32, exactly (bit for bit `to_float` on every element, NaNs
+/// included), with the widest vector path the CPU has (`conversion_isa()`); fp32 is copied.
+/// Each call looks the path up once, so convert rows or blocks, not single elements.
 /// @code
 /// frugal::attention::to_floats(page_row, row_f32, 128);
 /// @endcode
@@ -182,54 +431,16 @@ inline void to_floats(const T* src, float* dst, std::size_t n) noexcept {
     using U = std::remove_const_t<T>;
     if constexpr (std::is_same_v<U, float>) {
         std::memcpy(dst, src, n * sizeof(float));
+    } else if constexpr (std::is_same_v<U, bfloat16>) {
+        detail::conversions().bf16_to_floats(src, dst, n);
     } else {
-        std::size_t i = 0;
-#if !defined(__CUDACC__) && defined(__AVX512F__)
-        if constexpr (std::is_same_v<U, bfloat16>) {
-            for (; i + 16 <= n; i += 16) {
-                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-                // The zero-masked forms: gcc 12 reports the unmasked ones' undefined passthrough as uninitialized.
-                const __m512i w = _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), h);
-                _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), w, 16)));
-            }
-        }
-#elif !defined(__CUDACC__) && defined(__AVX2__)
-        if constexpr (std::is_same_v<U, bfloat16>) {
-            for (; i + 8 <= n; i += 8) {
-                const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-                _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-            }
-        }
-#elif !defined(__CUDACC__) && defined(__SSE2__)
-        if constexpr (std::is_same_v<U, bfloat16>) {
-            for (; i + 4 <= n; i += 4)
-                _mm_storeu_ps(dst + i, detail::bf16x4_to_floats(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))));
-        }
-#endif
-#if !defined(__CUDACC__) && defined(__AVX512F__)
-        if constexpr (std::is_same_v<U, float16>) {
-            for (; i + 16 <= n; i += 16)
-                _mm512_storeu_ps(dst + i, _mm512_maskz_cvtph_ps(__mmask16(0xffff),
-                                                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
-        }
-#elif !defined(__CUDACC__) && defined(__F16C__)
-        if constexpr (std::is_same_v<U, float16>) {
-            for (; i + 8 <= n; i += 8)
-                _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-        }
-#elif !defined(__CUDACC__) && defined(__SSE2__)
-        if constexpr (std::is_same_v<U, float16>) {
-            for (; i + 4 <= n; i += 4)
-                _mm_storeu_ps(dst + i, detail::f16x4_to_floats(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))));
-        }
-#endif
-        for (; i < n; ++i) dst[i] = to_float(src[i]);
+        detail::conversions().f16_to_floats(src, dst, n);
     }
 }
 
-/// Rounds `n` fp32 values to `T` (nearest even), with AVX512-BF16's vcvtneps2bf16 or
-/// F16C's vcvtps2ph when compiled for them (vcvtneps2bf16 reads fp32 subnormals, below
-/// 1.2e-38, as zero; every other value rounds as `from_float` does).
+/// Rounds `n` fp32 values to `T` (nearest even), bit for bit `from_float` on every value
+/// (subnormals and NaNs included), with the widest vector path the CPU has
+/// (`conversion_isa()`); fp32 is copied.
 /// @code
 /// frugal::attention::from_floats(row_f32, out_row, 128);
 /// @endcode
@@ -237,26 +448,13 @@ template <storage_type T>
 inline void from_floats(const float* src, T* dst, std::size_t n) noexcept {
     if constexpr (std::is_same_v<T, float>) {
         std::memcpy(dst, src, n * sizeof(float));
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+        detail::conversions().floats_to_bf16(src, dst, n);
     } else {
-        std::size_t i = 0;
-#if !defined(__CUDACC__) && defined(__AVX512BF16__) && defined(__AVX512VL__)
-        if constexpr (std::is_same_v<T, bfloat16>) {
-            for (; i + 16 <= n; i += 16) {
-                const __m256bh h = _mm512_maskz_cvtneps_pbh(__mmask16(0xffff), _mm512_loadu_ps(src + i));
-                std::memcpy(static_cast<void*>(dst + i), &h, sizeof h);
-            }
-        }
-#endif
-#if !defined(__CUDACC__) && defined(__F16C__)
-        if constexpr (std::is_same_v<T, float16>) {
-            for (; i + 8 <= n; i += 8) {
-                const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
-            }
-        }
-#endif
-        for (; i < n; ++i) dst[i] = from_float<T>(src[i]);
+        detail::conversions().floats_to_f16(src, dst, n);
     }
 }
+
+}  // namespace FRUGAL_ATTENTION_SIMD_ABI
 
 }  // namespace frugal::attention

@@ -1,7 +1,8 @@
 #pragma once
 /// @file
 /// The reference backend's tiled-attention kernels: per-tile GEMMs through Eigen, the
-/// online-softmax row step (max, exp2, rescale, sum) through xsimd.
+/// online-softmax row step (max, exp2, rescale, sum) and the decode step through xsimd,
+/// for the instruction set the including unit is compiled for.
 
 #include <algorithm>
 #include <array>
@@ -10,11 +11,10 @@
 #include <span>
 #include <type_traits>
 
+#include "frugal/backend/eigen/diagnostics.hpp"
+FRUGAL_EIGEN_DIAGNOSTICS_PUSH
 #include <xsimd/xsimd.hpp>
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
-#include <immintrin.h>
-#endif
+FRUGAL_EIGEN_DIAGNOSTICS_POP
 
 #include "frugal/attention/batch_attention.hpp"
 #include "frugal/attention/dtype.hpp"
@@ -23,6 +23,8 @@
 #include "frugal/backend/eigen/eigen_backend.hpp"
 #include "frugal/core/matrix_view.hpp"
 
+// (GCC 12.0-12.2: see diagnostics.hpp.)
+FRUGAL_EIGEN_DIAGNOSTICS_PUSH
 namespace frugal::eigen {
 
 // Unrolls the register-blocking loops of the decode kernels fully: GCC at -O2 (CMake's
@@ -32,22 +34,29 @@ namespace frugal::eigen {
 
 /// The reference backend plus the fused online-softmax row step of tiled attention
 /// (`frugal::attention::online_softmax_backend`) and the fused decode step of batch
-/// attention (`frugal::attention::decode_tile_backend`). Eigen runs single-threaded inside each tile; the
-/// attention driver spreads (head, query tile) items over threads instead, so results do
-/// not depend on the thread count. Safe to call from several threads at once.
+/// attention (`frugal::attention::decode_tile_backend`), with their vector loops written
+/// for the xsimd architecture `Arch` (one the unit is compiled for, as xsimd requires). Use
+/// `attention_backend`, the one for the unit's instruction set (`xsimd::default_arch`, the
+/// set Eigen's own kernels use too): units built with different -m flags then use different
+/// classes, never two bodies of one.
+/// Eigen runs single-threaded inside each tile; the attention driver spreads (head, query
+/// tile) items over threads instead, so results do not depend on the thread count. Safe to
+/// call from several threads at once.
 /// @code
 /// frugal::eigen::attention_backend cpu;
 /// auto plan = frugal::attention::tiled::plan(shape, {.threads = 2}, frugal::memory_budget::mib(16));
 /// frugal::attention::tiled::run(plan, cpu, q, k, v, out);
 /// @endcode
-class attention_backend : public backend {
+template <class Arch>
+class basic_attention_backend : public backend {
+    using batch = xsimd::batch<float, Arch>;
+    static constexpr std::size_t lanes = batch::size;
+
 public:
     /// The online-softmax row step on one base-2 score tile (see `frugal::attention::online_softmax_backend`).
     void online_softmax_tile(matrix_view<float> s, std::span<float> m, std::span<float> l,
                              std::span<float> alpha) const {
         FRUGAL_ASSERT(m.size() == s.rows() && l.size() == s.rows() && alpha.size() == s.rows());
-        using batch = xsimd::batch<float>;
-        constexpr std::size_t lanes = batch::size;
         const std::size_t n = s.cols(), vec_end = n - n % lanes;
         for (std::size_t r = 0; r < s.rows(); ++r) {
             float* row = s.row(r).data();
@@ -80,6 +89,9 @@ public:
     /// with fp32, bf16 or fp16 rows (converted in registers): scores for four rows (two on
     /// AVX2) x `lanes / 4` keys at a time reduced by one `haddp`, the online-softmax row
     /// step on all rows, then P V with each value vector loaded once for four rows.
+    /// @code
+    /// frugal::eigen::attention_backend{}.decode_tile<frugal::attention::bfloat16>(q, k_rows, v_rows, s, o, m, l);
+    /// @endcode
     template <attention::storage_type T>
     void decode_tile(matrix_view<const float> q, std::span<const T* const> k_rows, std::span<const T* const> v_rows,
                      matrix_view<float> s, matrix_view<float> o, std::span<float> m, std::span<float> l) const {
@@ -100,48 +112,26 @@ public:
     }
 
 private:
-    using batch = xsimd::batch<float>;
-    static constexpr std::size_t lanes = batch::size;
-
-    /// `lanes` elements at `p` as fp32: the zero extension (bf16) or vcvtph2ps (fp16) the
-    /// translation unit is compiled for, SSE2 integer operations on other x86-64, else a
-    /// scalar conversion.
+    /// `lanes` elements at `p` as fp32: the conversions of `frugal::attention`'s AVX-512,
+    /// AVX2 + F16C or SSE2 path, whichever `Arch` is, in registers; a scalar loop elsewhere.
     template <attention::storage_type T>
     [[nodiscard]] static batch load(const T* p) noexcept {
         if constexpr (std::is_same_v<T, float>) {
             return batch::load_unaligned(p);
-        } else {
-#if defined(__AVX512F__)
-            if constexpr (lanes == 16) {
-                const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-                if constexpr (std::is_same_v<T, attention::bfloat16>) {
-                    const __m512i w = _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), h);
-                    return batch(_mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), w, 16)));
-                } else {
-                    return batch(_mm512_maskz_cvtph_ps(__mmask16(0xffff), h));
-                }
-            }
-#elif defined(__AVX2__) && defined(__F16C__)
-            if constexpr (lanes == 8) {
-                const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-                if constexpr (std::is_same_v<T, attention::bfloat16>) {
-                    return batch(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-                } else {
-                    return batch(_mm256_cvtph_ps(h));
-                }
-            }
-#elif defined(__SSE2__)
-            if constexpr (lanes == 4) {
-                const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-                if constexpr (std::is_same_v<T, attention::bfloat16>) {
-                    return batch(attention::detail::bf16x4_to_floats(h));
-                } else {
-                    return batch(attention::detail::f16x4_to_floats(h));
-                }
-            }
+#if FRUGAL_ATTENTION_X86_KERNELS
+        } else if constexpr (lanes == 16 && std::is_base_of_v<xsimd::avx512f, Arch>) {
+            return batch(attention::detail::load_floats_avx512(p));
+        } else if constexpr (lanes == 8 && std::is_base_of_v<xsimd::avx2, Arch>) {
+            return batch(attention::detail::load_floats_avx2(p));
+        } else if constexpr (lanes == 8 && std::is_base_of_v<xsimd::avx, Arch>) {
+            const __m256 lo = _mm256_castps128_ps256(attention::detail::load_floats_sse2(p));
+            return batch(_mm256_insertf128_ps(lo, attention::detail::load_floats_sse2(p + 4), 1));
+        } else if constexpr (lanes == 4 && std::is_base_of_v<xsimd::sse2, Arch>) {
+            return batch(attention::detail::load_floats_sse2(p));
 #endif
+        } else {
             alignas(64) std::array<float, lanes> f;
-            attention::to_floats(p, f.data(), lanes);
+            for (std::size_t i = 0; i < lanes; ++i) f[i] = attention::to_float(p[i]);
             return batch::load_aligned(f.data());
         }
     }
@@ -295,6 +285,9 @@ private:
     }
 };
 
+/// The reference attention backend for the instruction set the unit is compiled for.
+using attention_backend = basic_attention_backend<xsimd::default_arch>;
+
 static_assert(tensor_backend<attention_backend, float>);
 static_assert(attention::online_softmax_backend<attention_backend>);
 static_assert(attention::decode_tile_backend<attention_backend, float>);
@@ -302,5 +295,6 @@ static_assert(attention::decode_tile_backend<attention_backend, attention::bfloa
 static_assert(attention::decode_tile_backend<attention_backend, attention::float16>);
 
 }  // namespace frugal::eigen
+FRUGAL_EIGEN_DIAGNOSTICS_POP
 
 #undef FRUGAL_UNROLL

@@ -5,12 +5,17 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "frugal/backend/eigen/diagnostics.hpp"
+FRUGAL_EIGEN_DIAGNOSTICS_PUSH
 #include <Eigen/Core>
+FRUGAL_EIGEN_DIAGNOSTICS_POP
 
 #include "frugal/core/concepts.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/matrix_view.hpp"
 
+// (GCC 12.0-12.2: see diagnostics.hpp.)
+FRUGAL_EIGEN_DIAGNOSTICS_PUSH
 namespace frugal::eigen {
 
 /// The row-major Eigen matrix type a frugal view maps onto.
@@ -98,3 +103,4 @@ static_assert(tensor_backend<backend, float>);
 static_assert(tensor_backend<backend, double>);
 
 }  // namespace frugal::eigen
+FRUGAL_EIGEN_DIAGNOSTICS_POP

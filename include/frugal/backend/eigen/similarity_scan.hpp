@@ -6,7 +6,10 @@
 
 #include <span>
 
+#include "frugal/backend/eigen/diagnostics.hpp"
+FRUGAL_EIGEN_DIAGNOSTICS_PUSH
 #include <Eigen/Core>
+FRUGAL_EIGEN_DIAGNOSTICS_POP
 
 #include "frugal/backend/eigen/eigen_backend.hpp"
 #include "frugal/core/error.hpp"
@@ -14,6 +17,8 @@
 #include "frugal/retrieve/ivf_flat.hpp"
 #include "frugal/retrieve/similarity_index.hpp"
 
+// (GCC 12.0-12.2: see diagnostics.hpp.)
+FRUGAL_EIGEN_DIAGNOSTICS_PUSH
 namespace frugal::eigen {
 
 /// Scores every row against the query with Eigen: inner products as one GEMV, squared L2
@@ -45,3 +50,4 @@ using flat_similarity_index = frugal::retrieve::flat_similarity_index<gemv_scan>
 using ivf_flat = frugal::retrieve::basic_ivf_flat<gemv_scan>;
 
 }  // namespace frugal::eigen
+FRUGAL_EIGEN_DIAGNOSTICS_POP
