@@ -141,8 +141,8 @@ def simulate(records, kind, max_draft, tree_budget, use_history):
         else:
             if kind == "sam-tree":
                 def propose():
-                    tokens, parents, _probabilities = sam.tree()
-                    return tokens, parents
+                    tree = sam.tree()
+                    return tree.tokens, tree.parents
             else:
                 def propose():
                     chain = sam.chain()

@@ -105,12 +105,12 @@ def time_batches(nodes_of_batch, rounds=20):
 
 @case("batch tree draft, 64 requests (one Speculator.propose())", "batch", "<= 1.5x C++")
 def speculator_propose_64():
-    return time_batches(lambda spec, ids: sum(len(tokens) for tokens, _, _ in spec.propose(ids)))
+    return time_batches(lambda spec, ids: sum(len(d.tokens) for d in spec.propose(ids)))
 
 
 @case("batch tree draft, 64 requests, propose(packed=True)", "batch", "<= 1.5x C++")
 def speculator_propose_packed_64():
-    return time_batches(lambda spec, ids: len(spec.propose(ids, packed=True)[0]))
+    return time_batches(lambda spec, ids: len(spec.propose(ids, packed=True).tokens))
 
 
 def main(argv=None):

@@ -1,4 +1,8 @@
-"""The extension module: frugal's exceptions and one submodule per C++ module."""
+"""The extension module: frugal's exceptions, the bfloat16 dtype and one submodule per C++ module."""
+from typing import Any
+
+import numpy as np
+
 from . import attention as attention
 from . import cache as cache
 from . import draft as draft
@@ -6,6 +10,7 @@ from . import prune as prune
 from . import rag as rag
 from . import schedule as schedule
 from . import sim as sim
+from ._types import pybind11_object
 
 __version__: str
 
@@ -20,3 +25,16 @@ class OutOfRangeError(Error, IndexError):
 
 class RuntimeFailureError(Error, RuntimeError):
     """A failure outside the caller's arguments: I/O, corrupt files, concurrent use."""
+
+class BFloat16(pybind11_object):
+    """The type of frugal.bfloat16, the bfloat16 dtype (numpy has none: its arrays are uint16 bits)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def itemsize(self) -> int: ...
+    @property
+    def dtype(self) -> np.dtype[np.uint16]: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+bfloat16: BFloat16

@@ -1,30 +1,67 @@
 """Tiled attention under a workspace budget and batched attention over paged K/V (frugal::attention)."""
-import enum
-from typing import Any, List, Literal, Optional
+from typing import Any, ClassVar, Dict, List, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
 
-class CausalAlignment(enum.Enum):
-    top_left = 0
-    bottom_right = 1
-    offset = 2
+from ._frugal import BFloat16
+from ._types import DTypeLike, IndexArray, pybind11_object
 
-class SoftmaxBase(enum.Enum):
-    e = 0
-    two = 1
+class CausalAlignment(pybind11_object):
+    """Where the causal diagonal of a q_len x kv_len score matrix sits."""
+    top_left: ClassVar[CausalAlignment]
+    bottom_right: ClassVar[CausalAlignment]
+    offset: ClassVar[CausalAlignment]
+    __members__: ClassVar[Dict[str, CausalAlignment]]
+    def __init__(self, value: int) -> None: ...
+    def __int__(self) -> int: ...
+    def __index__(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
 
-class Layout(enum.Enum):
-    head_major = 0
-    token_major = 1
+class SoftmaxBase(pybind11_object):
+    """Base of the log-sum-exp output."""
+    e: ClassVar[SoftmaxBase]
+    two: ClassVar[SoftmaxBase]
+    __members__: ClassVar[Dict[str, SoftmaxBase]]
+    def __init__(self, value: int) -> None: ...
+    def __int__(self) -> int: ...
+    def __index__(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
 
-class Mask:
+class Layout(pybind11_object):
+    """Axis order of attention arrays: nhd = [tokens, heads, head_dim], hnd = [heads, tokens, head_dim]."""
+    nhd: ClassVar[Layout]
+    hnd: ClassVar[Layout]
+    head_major: ClassVar[Layout]
+    """Deprecated: Layout.hnd."""
+    token_major: ClassVar[Layout]
+    """Deprecated: Layout.nhd."""
+    __members__: ClassVar[Dict[str, Layout]]
+    def __init__(self, value: int) -> None: ...
+    def __int__(self) -> int: ...
+    def __index__(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+
+KVLayout = Layout
+"""Deprecated: Layout."""
+
+class Mask(pybind11_object):
+    """An analytic attention mask (never stored as a tensor)."""
     @staticmethod
-    def none() -> "Mask": ...
+    def none() -> Mask: ...
     @staticmethod
-    def causal(alignment: CausalAlignment = ..., offset: int = 0) -> "Mask": ...
+    def causal(alignment: CausalAlignment = ..., offset: int = 0) -> Mask: ...
     @staticmethod
-    def sliding_window(window: int, alignment: CausalAlignment = ..., offset: int = 0) -> "Mask": ...
+    def sliding_window(window: int, alignment: CausalAlignment = ..., offset: int = 0) -> Mask: ...
     def visible(self, i: int, j: int, q_len: int, kv_len: int) -> bool: ...
     @property
     def is_causal(self) -> bool: ...
@@ -35,7 +72,8 @@ class Mask:
     @property
     def window(self) -> int: ...
 
-class Plan:
+class Plan(pybind11_object):
+    """A validated tile plan: tile sizes, workers and the exact workspace bytes."""
     @property
     def q_heads(self) -> int: ...
     @property
@@ -63,25 +101,19 @@ def run(plan: Plan, q: npt.NDArray[np.float32], k: npt.NDArray[np.float32], v: n
         out: Optional[npt.NDArray[np.float32]] = None, lse: Optional[npt.NDArray[np.float32]] = None,
         layout: Layout = ...) -> npt.NDArray[np.float32]: ...
 
-class KVLayout(enum.Enum):
-    nhd = 0
-    hnd = 1
+def batch_run(q: npt.NDArray[Any], k_pages: npt.NDArray[Any], v_pages: npt.NDArray[Any], kv_indptr: IndexArray,
+              kv_indices: IndexArray, kv_last_page_len: IndexArray, qo_indptr: IndexArray, *,
+              out: Optional[npt.NDArray[Any]] = None, kv_layout: Layout = ..., mask: Mask = ..., scale: float = 0.0,
+              threads: int = 1) -> npt.NDArray[Any]: ...
 
-def batch_run(q: npt.NDArray[Any], k_pages: npt.NDArray[Any], v_pages: npt.NDArray[Any],
-              kv_indptr: npt.NDArray[np.int32], kv_indices: npt.NDArray[np.int32],
-              kv_last_page_len: npt.NDArray[np.int32], qo_indptr: npt.NDArray[np.int64], *,
-              out: Optional[npt.NDArray[Any]] = None, kv_layout: KVLayout = ..., mask: Mask = ...,
-              scale: float = 0.0, threads: int = 1) -> npt.NDArray[Any]: ...
-
-class BatchPlan:
-    def __init__(self, kv_indptr: npt.NDArray[np.int32], kv_indices: npt.NDArray[np.int32],
-                 kv_last_page_len: npt.NDArray[np.int32], qo_indptr: npt.NDArray[np.int64], *, page_size: int,
-                 q_heads: int, kv_heads: int, head_dim: int,
-                 dtype: Literal["float32", "float16", "bfloat16"] = "float32", mask: Mask = ..., scale: float = 0.0,
-                 threads: int = 1) -> None: ...
+class BatchPlan(pybind11_object):
+    """One engine step's batch over a paged K/V cache, planned once and run per layer."""
+    def __init__(self, kv_indptr: IndexArray, kv_indices: IndexArray, kv_last_page_len: IndexArray,
+                 qo_indptr: IndexArray, *, page_size: int, q_heads: int, kv_heads: int, head_dim: int,
+                 dtype: DTypeLike = ..., mask: Mask = ..., scale: float = 0.0, threads: int = 1) -> None: ...
     def run(self, q: npt.NDArray[Any], k_pages: npt.NDArray[Any], v_pages: npt.NDArray[Any], *,
             out: Optional[npt.NDArray[Any]] = None, lse: Optional[npt.NDArray[np.float32]] = None,
-            kv_layout: KVLayout = ...) -> npt.NDArray[Any]: ...
+            kv_layout: Layout = ...) -> npt.NDArray[Any]: ...
     @property
     def batch(self) -> int: ...
     @property
@@ -91,7 +123,7 @@ class BatchPlan:
     @property
     def page_size(self) -> int: ...
     @property
-    def dtype(self) -> str: ...
+    def dtype(self) -> Union[np.dtype[Any], BFloat16]: ...
     @property
     def workers(self) -> int: ...
     @property

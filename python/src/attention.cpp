@@ -31,13 +31,11 @@ namespace {
 
 using namespace frugal::attention;
 
-enum class layout : std::uint8_t { head_major, token_major };
-
-// A [heads, tokens, dim] (head_major) or [tokens, heads, dim] (token_major) float32 array
-// as a heads_view, in place: any strides with a contiguous last axis.
+// A [heads, tokens, dim] (hnd) or [tokens, heads, dim] (nhd) float32 array as a heads_view,
+// in place: any strides with a contiguous last axis.
 template <bool Mutable>
-heads_view<std::conditional_t<Mutable, float, const float>> heads_of(const array_view<float, Mutable>& a, layout l) {
-    const std::size_t h = l == layout::head_major ? 0 : 1, t = 1 - h;
+heads_view<std::conditional_t<Mutable, float, const float>> heads_of(const array_view<float, Mutable>& a, kv_layout l) {
+    const std::size_t h = l == kv_layout::hnd ? 0 : 1, t = 1 - h;
     return {a.data(), a.shape(static_cast<py::ssize_t>(h)), a.shape(static_cast<py::ssize_t>(t)), a.shape(2),
             a.stride(static_cast<py::ssize_t>(h)), a.stride(static_cast<py::ssize_t>(t))};
 }
@@ -76,19 +74,50 @@ storage_dtype dtype_of_array(py::handle a, const char* name) {
                          py::str(py::handle(dt)).cast<std::string>());
 }
 
-// The Python names of the storage dtypes (BatchPlan's `dtype` argument and property).
-constexpr std::array<std::pair<storage_dtype, const char*>, 3> dtype_names{
-    {{storage_dtype::f32, "float32"}, {storage_dtype::f16, "float16"}, {storage_dtype::bf16, "bfloat16"}}};
-
-storage_dtype dtype_named(const std::string& name) {
-    for (const auto& [dt, n] : dtype_names)
+// The storage dtype named by `dtype`: numpy.float32, numpy.float16 (or anything numpy.dtype
+// reads as them) or frugal.bfloat16. The names "float32", "float16" and "bfloat16" of the
+// previous release still work, with a DeprecationWarning.
+storage_dtype dtype_named(py::handle dtype) {
+    constexpr std::array<std::pair<storage_dtype, const char*>, 3> names{
+        {{storage_dtype::f32, "float32"}, {storage_dtype::f16, "float16"}, {storage_dtype::bf16, "bfloat16"}}};
+    const std::string name = [&] {
+        if (!py::isinstance<py::str>(dtype)) return dtype_name_of(dtype);
+        const auto s = dtype.cast<std::string>();
+        for (const auto& [dt, n] : names)
+            if (s == n) {
+                warn_deprecated(std::string("dtype=\"") + n + "\" is deprecated: pass " +
+                                (dt == storage_dtype::bf16 ? "frugal.bfloat16" : "numpy." + s));
+                return s;
+            }
+        throw py::type_error("dtype must be numpy.float32, numpy.float16 or frugal.bfloat16, got the string \"" + s + "\"");
+    }();
+    for (const auto& [dt, n] : names)
         if (name == n) return dt;
-    throw py::value_error("dtype must be \"float32\", \"float16\" or \"bfloat16\", got \"" + name + "\"");
+    throw py::type_error("dtype must be numpy.float32, numpy.float16 or frugal.bfloat16, got " + name);
 }
-const char* python_name(storage_dtype dt) {
-    for (const auto& [d, n] : dtype_names)
-        if (d == dt) return n;
-    return "float32";  // unreachable: every storage_dtype is listed
+// The dtype object of a storage dtype: numpy.dtype("float32"), numpy.dtype("float16") or frugal.bfloat16.
+py::object dtype_object(storage_dtype dt) {
+    if (dt == storage_dtype::bf16) return bfloat16_object();
+    return dt == storage_dtype::f16 ? py::object(numpy_dtype<float16>()) : py::object(numpy_dtype<float>());
+}
+
+// An index array of a batch (indptr, page indices, lengths) as int32, FlashInfer's index
+// dtype: an int32 array (or a list) is read as it is, an int64 one converted once when every
+// value fits.
+std::vector<std::int32_t> indices_of(py::handle obj, const char* name) {
+    if (py::isinstance<py::array>(obj) && py::reinterpret_borrow<py::array>(obj).dtype().equal(py::dtype::of<std::int64_t>())) {
+        const array_view<std::int64_t> a(obj, name);
+        std::vector<std::int32_t> out(a.size());
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            const std::int64_t v = a.data()[i];
+            FRUGAL_CHECK(v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max(),
+                         name, "[", i, "] = ", v, " does not fit the index dtype int32");
+            out[i] = static_cast<std::int32_t>(v);
+        }
+        return out;
+    }
+    const array_view<std::int32_t> a(obj, name);
+    return {a.data(), a.data() + a.size()};
 }
 
 // Calls f(T{}) with T the storage type of `dt`.
@@ -131,9 +160,9 @@ public:
     py_batch_plan(py::handle kv_indptr, py::handle kv_indices, py::handle kv_last_page_len, py::handle qo_indptr,
                   std::size_t page_size, std::size_t q_heads, std::size_t kv_heads, std::size_t head_dim,
                   storage_dtype dtype, const attention_mask& mask, float scale, std::size_t threads)
-        : indptr_(copy_of<std::int32_t>(kv_indptr, "kv_indptr")),
-          indices_(copy_of<std::int32_t>(kv_indices, "kv_indices")),
-          last_(copy_of<std::int32_t>(kv_last_page_len, "kv_last_page_len")),
+        : indptr_(indices_of(kv_indptr, "kv_indptr")),
+          indices_(indices_of(kv_indices, "kv_indices")),
+          last_(indices_of(kv_last_page_len, "kv_last_page_len")),
           table_{indptr_, indices_, last_, page_size},
           plan_(make_plan(table_, qo_indptr, q_heads, kv_heads, head_dim, dtype, mask, scale, threads)),
           workspace_(plan_.workspace_bytes() / sizeof(float)) {}
@@ -166,20 +195,15 @@ public:
     }
 
 private:
-    template <class T>
-    static std::vector<T> copy_of(py::handle obj, const char* name) {
-        const array_view<T> a(obj, name);
-        return {a.data(), a.data() + a.size()};
-    }
     static batch_plan make_plan(const page_table& table, py::handle qo_indptr, std::size_t q_heads,
                                 std::size_t kv_heads, std::size_t head_dim, storage_dtype dtype,
                                 const attention_mask& mask, float scale, std::size_t threads) {
         table.validate(std::numeric_limits<std::int32_t>::max());  // page indices: checked against each run's pools
-        const array_view<std::int64_t> qo(qo_indptr, "qo_indptr");
+        const std::vector<std::int32_t> qo = indices_of(qo_indptr, "qo_indptr");
         std::vector<std::size_t> qo_sizes(qo.size()), kv_lens(table.batch());
         for (std::size_t i = 0; i < qo_sizes.size(); ++i) {
-            FRUGAL_CHECK(qo.data()[i] >= 0, "BatchPlan: qo_indptr[", i, "] = ", qo.data()[i], " is negative");
-            qo_sizes[i] = static_cast<std::size_t>(qo.data()[i]);
+            FRUGAL_CHECK(qo[i] >= 0, "BatchPlan: qo_indptr[", i, "] = ", qo[i], " is negative");
+            qo_sizes[i] = static_cast<std::size_t>(qo[i]);
         }
         for (std::size_t s = 0; s < kv_lens.size(); ++s) kv_lens[s] = table.kv_len(s);
         const batch_shape shape{.q_heads = q_heads, .kv_heads = kv_heads, .head_dim = head_dim, .qo_indptr = qo_sizes,
@@ -274,9 +298,16 @@ void bind_attention(py::module_ m) {
     py::enum_<softmax_base>(m, "SoftmaxBase", "Base of the log-sum-exp output.")
         .value("e", softmax_base::e)
         .value("two", softmax_base::two);
-    py::enum_<layout>(m, "Layout", "Axis order of a q/k/v/out array.")
-        .value("head_major", layout::head_major, "[heads, tokens, dim]")
-        .value("token_major", layout::token_major, "[tokens, heads, dim] (as a fused QKV projection writes it)");
+    py::enum_<kv_layout>(m, "Layout", R"doc(
+Axis order of attention arrays, FlashInfer's names: nhd = [tokens, heads, head_dim], hnd =
+[heads, tokens, head_dim]. run() reads q, k, v and out in either; a paged pool's pages
+(BatchPlan.run, batch_run) are [page_size, kv_heads, head_dim] (nhd) or [kv_heads, page_size,
+head_dim] (hnd).
+
+    run(p, q, k, v, layout=Layout.nhd)      # views of a fused QKV projection's output
+)doc")
+        .value("nhd", kv_layout::nhd, "[tokens, heads, head_dim]: token-major, as a fused QKV projection writes it")
+        .value("hnd", kv_layout::hnd, "[heads, tokens, head_dim]: head-major");
 
     py::class_<attention_mask>(m, "Mask", R"doc(
 An analytic attention mask (never stored as a tensor).
@@ -326,13 +357,13 @@ fits. scale 0 means 1/sqrt(head_dim); q_heads must be a multiple of kv_heads (GQ
 
     m.def("run",
           [](const attention_plan& p, py::handle q, py::handle k, py::handle v, py::object out, py::object lse,
-             layout l) -> py::object {
+             kv_layout l) -> py::object {
               for (auto [a, name] : {std::pair{q, "q"}, std::pair{k, "k"}, std::pair{v, "v"}}) reject_half(a, name);
               const array_view<float> qa(q, "q", 3, true), ka(k, "k", 3, true), va(v, "v", 3, true);
               if (out.is_none()) {
                   const auto& sh = p.shape();
-                  out = l == layout::head_major ? py::array_t<float>({sh.q_heads, sh.q_len, sh.head_dim})
-                                                : py::array_t<float>({sh.q_len, sh.q_heads, sh.head_dim});
+                  out = l == kv_layout::hnd ? py::array_t<float>({sh.q_heads, sh.q_len, sh.head_dim})
+                                            : py::array_t<float>({sh.q_len, sh.q_heads, sh.head_dim});
               }
               reject_half(out, "out");
               const array_view<float, true> oa(out, "out", 3, true);
@@ -351,43 +382,42 @@ fits. scale 0 means 1/sqrt(head_dim); q_heads must be a multiple of kv_heads (GQ
               return out;
           },
           py::arg("plan"), py::arg("q"), py::arg("k"), py::arg("v"), py::kw_only(), py::arg("out") = py::none(),
-          py::arg("lse") = py::none(), py::arg("layout") = layout::head_major,
+          py::arg("lse") = py::none(), py::arg("layout") = kv_layout::hnd,
           R"doc(out = softmax(scale Q K^T + mask) V per head, computed tile by tile in place on float32 arrays
-(3-D, last axis contiguous, any other strides; no copies). `out` is allocated when not given;
-`lse` (q_heads x q_len float32) receives the log-sum-exp. Deterministic for any thread count.
+(3-D in `layout`: Layout.hnd [heads, tokens, dim] or Layout.nhd [tokens, heads, dim]; last axis
+contiguous, any other strides; no copies). `out` is allocated when not given; `lse` (q_heads x
+q_len float32) receives the log-sum-exp. Deterministic for any thread count.
 
     out = run(p, q, k, v)              # q: [8, 512, 64], k and v: [2, 512, 64] float32)doc");
 
-    py::enum_<kv_layout>(m, "KVLayout", "Axis order of a page of a paged K/V pool.")
-        .value("nhd", kv_layout::nhd, "[page_size, kv_heads, head_dim] (vLLM, FlashInfer's default)")
-        .value("hnd", kv_layout::hnd, "[kv_heads, page_size, head_dim]");
     py::class_<py_batch_plan>(m, "BatchPlan", R"doc(
 One engine step's batch over a paged K/V cache, planned once and run per layer (FlashInfer's
 plan/run): the page table (FlashInfer's: sequence s owns pages kv_indices[kv_indptr[s] ..
 kv_indptr[s + 1]] (int32) and uses kv_last_page_len[s] tokens of its last one), the query
-rows (sequence s owns rows qo_indptr[s] .. qo_indptr[s + 1], int64), the work split and the
-workspace, fixed here; dtype "float32", "float16" or "bfloat16" (numpy has no bfloat16: its
-arrays are uint16 holding the bits). Each sequence's last q_len keys are its new tokens
-(bottom-right causal mask by default). Runs on one plan take turns.
+rows (sequence s owns rows qo_indptr[s] .. qo_indptr[s + 1]), the work split and the workspace,
+fixed here. Index arrays are int32 (int64 is converted); dtype is numpy.float32,
+numpy.float16 or frugal.bfloat16 (numpy has no bfloat16: its arrays are uint16 holding the
+bits). Each sequence's last q_len keys are its new tokens (bottom-right causal mask by
+default). Runs on one plan take turns.
 
     plan = BatchPlan(kv_indptr, kv_indices, kv_last_page_len, qo_indptr, page_size=16,
-                     q_heads=32, kv_heads=8, head_dim=128, dtype="bfloat16", threads=4)
+                     q_heads=32, kv_heads=8, head_dim=128, dtype=frugal.bfloat16, threads=4)
     for layer in layers:
         out = plan.run(layer.q, layer.k_pool, layer.v_pool))doc")
         .def(py::init([](py::handle indptr, py::handle indices, py::handle last, py::handle qo, std::size_t page_size,
-                         std::size_t q_heads, std::size_t kv_heads, std::size_t head_dim, const std::string& dtype,
+                         std::size_t q_heads, std::size_t kv_heads, std::size_t head_dim, py::handle dtype,
                          const attention_mask& mask, float scale, std::size_t threads) {
                  return std::make_unique<py_batch_plan>(indptr, indices, last, qo, page_size, q_heads, kv_heads,
                                                         head_dim, dtype_named(dtype), mask, scale, threads);
              }),
              py::arg("kv_indptr"), py::arg("kv_indices"), py::arg("kv_last_page_len"), py::arg("qo_indptr"),
              py::kw_only(), py::arg("page_size"), py::arg("q_heads"), py::arg("kv_heads"), py::arg("head_dim"),
-             py::arg("dtype") = "float32", py::arg("mask") = attention_mask::causal(), py::arg("scale") = 0.0f,
+             py::arg("dtype") = numpy_dtype<float>(), py::arg("mask") = attention_mask::causal(), py::arg("scale") = 0.0f,
              py::arg("threads") = 1)
         .def("run", &py_batch_plan::run, py::arg("q"), py::arg("k_pages"), py::arg("v_pages"), py::kw_only(),
              py::arg("out") = py::none(), py::arg("lse") = py::none(), py::arg("kv_layout") = kv_layout::nhd,
              R"doc(Attention for one layer: q and out [tokens, q_heads, head_dim], the pools [pages, page_size,
-kv_heads, head_dim] (KVLayout.nhd) or [pages, kv_heads, page_size, head_dim] (hnd), all of the
+kv_heads, head_dim] (Layout.nhd) or [pages, kv_heads, page_size, head_dim] (Layout.hnd), all of the
 plan's dtype and C-contiguous; `out` is allocated when not given; `lse` (float32, q_heads x
 tokens) receives each row's natural log-sum-exp (for merging with another pass, e.g. a shared
 prefix). Allocates nothing else; the result does not depend on the thread count.
@@ -401,7 +431,8 @@ prefix). Allocates nothing else; the result does not depend on the thread count.
             return std::vector<std::size_t>(l.begin(), l.end());
         })
         .def_property_readonly("page_size", &py_batch_plan::page_size)
-        .def_property_readonly("dtype", [](const py_batch_plan& p) { return std::string(python_name(p.plan().dtype())); })
+        .def_property_readonly("dtype", [](const py_batch_plan& p) { return dtype_object(p.plan().dtype()); },
+                               "numpy.dtype(\"float32\"), numpy.dtype(\"float16\") or frugal.bfloat16.")
         .def_property_readonly("workers", [](const py_batch_plan& p) { return p.plan().workers(); })
         .def_property_readonly("kv_chunk", [](const py_batch_plan& p) { return p.plan().kv_chunk(); },
                                "Keys per split-KV chunk of a long decode.")
@@ -432,13 +463,14 @@ prefix). Allocates nothing else; the result does not depend on the thread count.
 and run once (an engine reuses a BatchPlan across layers), in float32, float16 or bfloat16 (uint16
 arrays of bfloat16 bits); q, the pools and out share the dtype, computed in float32 and rounded
 once. q and out are ragged [tokens, q_heads, head_dim]: sequence s owns rows
-qo_indptr[s]..qo_indptr[s + 1] (int64). The page table is FlashInfer's: sequence s owns pages
-kv_indices[kv_indptr[s]..kv_indptr[s + 1]] (int32) and uses kv_last_page_len[s] tokens of its
-last one; its last q_len keys are its new tokens under the bottom-right causal mask.
+qo_indptr[s]..qo_indptr[s + 1]. The page table is FlashInfer's: sequence s owns pages
+kv_indices[kv_indptr[s]..kv_indptr[s + 1]] and uses kv_last_page_len[s] tokens of its last one;
+its last q_len keys are its new tokens under the bottom-right causal mask. Index arrays are
+int32 (int64 is converted).
 
     # two decodes: 3 and 1 pages of 16 tokens, 32 query heads over 8 KV heads, d = 128
     out = batch_run(q, k_pool, v_pool, np.array([0, 3, 4], np.int32), np.array([5, 0, 7, 2], np.int32),
-                    np.array([16, 9], np.int32), np.array([0, 1, 2]))   # q: [2, 32, 128] float16)doc");
+                    np.array([16, 9], np.int32), np.array([0, 1, 2], np.int32))   # q: [2, 32, 128] float16)doc");
 
     m.def("merge_state_in_place",
           [](py::handle out, py::handle lse, py::handle other, py::handle other_lse) {

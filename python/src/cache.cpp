@@ -32,10 +32,9 @@
 #include <frugal/cache/semantic_cache.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
-#include "common.hpp"
+#include "cache.hpp"
 
 namespace frugal::python {
-void bind_tiers(py::module_& m);  // tier.cpp
 namespace {
 
 using cache::eviction_reason;
@@ -78,14 +77,90 @@ struct evicted_entry {
     eviction_reason reason;
 };
 
-/// basic_cache over py_key -> py_value with an optional Python eviction callback and an
-/// optional time to live (every Python cache can expire: 8 bytes an entry and a branch a
-/// lookup, nothing beside a Python call). Calls hold the GIL (the values are Python objects),
-/// which also serializes them. A value that leaves the cache is moved out and released only
-/// after the C++ call returns: releasing it may run Python code (its __del__, the callback)
-/// that uses this cache again.
+/// A Python cache: Python values under int or bytes keys with an optional eviction callback
+/// and time to live, whatever the policy. Bound once as `frugal.cache.Cache`, the class every
+/// policy's cache derives from; `py_cache<Policy>` implements it over basic_cache. Calls hold
+/// the GIL (the values are Python objects), which also serializes them. A value that leaves
+/// the cache is moved out and released only after the C++ call returns: releasing it may run
+/// Python code (its __del__, the callback) that uses this cache again.
+class py_cache_base {
+public:
+    py_cache_base() = default;
+    py_cache_base(const py_cache_base&) = delete;
+    py_cache_base& operator=(const py_cache_base&) = delete;
+    virtual ~py_cache_base() = default;
+
+    // A lookup may remove an expired entry: its value is delivered after the result is taken.
+    py::object get(py::handle key, py::object fallback) {
+        py::object r = find(key, true);
+        return r ? r : fallback;
+    }
+    py::object getitem(py::handle key) {
+        py::object r = find(key, true);
+        if (!r) throw py::key_error(py::repr(key).cast<std::string>());
+        return r;
+    }
+    py::object peek(py::handle key, py::object fallback) {
+        py::object r = find(key, false);
+        return r ? r : fallback;
+    }
+    void delitem(py::handle key) {
+        if (!erase(key)) throw py::key_error(py::repr(key).cast<std::string>());
+    }
+    void set_ttl(std::optional<double> seconds, bool after_access) {
+        const double s = seconds.value_or(0.0);
+        FRUGAL_CHECK(std::isfinite(s) && s >= 0 && s < 9e9, "ttl = ", s, " s must be finite, non-negative and below 9e9");
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+        FRUGAL_CHECK(ns.count() > 0 || s == 0, "ttl = ", s, " s rounds to 0 ns (use None to turn expiry off)");
+        set_expiry({ns, after_access});
+        ttl_ = ns.count() > 0 ? seconds : std::nullopt;
+        after_access_ = after_access;
+    }
+    [[nodiscard]] std::optional<double> ttl() const noexcept { return ttl_; }
+    [[nodiscard]] bool ttl_after_access() const noexcept { return after_access_; }
+    void set_on_evict(py::object cb) { on_evict_.set(std::move(cb)); }
+    [[nodiscard]] const py::object& on_evict() const noexcept { return on_evict_.callable(); }
+
+    /// The value of `key` (counting an access when `access`), or a null object; delivers what
+    /// the lookup removed.
+    virtual py::object find(py::handle key, bool access) = 0;
+    virtual bool contains(py::handle key) = 0;
+    virtual cache::put_result put(py::handle key, py::object value, std::size_t weight, double cost) = 0;
+    virtual bool erase(py::handle key) = 0;
+    virtual void clear() = 0;
+    virtual py::object pin(py::handle key) = 0;
+    virtual void unpin(py::handle key) = 0;
+    virtual std::uint32_t pins(py::handle key) const = 0;
+    virtual std::size_t purge_expired() = 0;
+    virtual py::list keys() const = 0;
+    virtual py::list items() const = 0;
+    virtual std::size_t size() const = 0;
+    virtual std::size_t capacity() const = 0;
+    virtual void set_capacity(std::size_t capacity) = 0;
+    virtual std::size_t weight() const = 0;
+    virtual cache::cache_stats stats() const = 0;
+    virtual void reset_stats() = 0;
+    // Cyclic GC (collected_by_gc): the values and the callback.
+    virtual int traverse(visitproc visit, void* arg) const = 0;
+    virtual void clear_references() = 0;
+
+protected:
+    virtual void set_expiry(cache::expiry e) = 0;
+    void deliver() {
+        on_evict_.deliver([](const py::object& cb, evicted_entry& e) { cb(from_key(e.key), e.value, e.reason); });
+    }
+
+    deferred_callback<evicted_entry> on_evict_;  // in the base: it outlives the core's callback calls
+
+private:
+    std::optional<double> ttl_;  // as given (the core keeps nanoseconds)
+    bool after_access_ = false;
+};
+
+/// py_cache_base over basic_cache with `Policy` (an expiring cache: 8 bytes an entry and a
+/// branch a lookup, nothing beside a Python call).
 template <class Policy>
-class py_cache {
+class py_cache final : public py_cache_base {
 public:
     template <class... PolicyArgs>
     explicit py_cache(std::size_t capacity, PolicyArgs... args) : core_(capacity, {}, {}, {}, args...) {
@@ -96,70 +171,45 @@ public:
         });
     }
 
-    // A lookup may remove an expired entry: its value is delivered after the result is taken.
-    py::object get(py::handle key, py::object fallback) {
-        const py_value* v = core_.get(to_key(key));
-        py::object r = v != nullptr ? v->object : std::move(fallback);
-        deliver();
-        return r;
-    }
-    py::object getitem(py::handle key) {
-        const py_value* v = core_.get(to_key(key));
+    py::object find(py::handle key, bool access) override {
+        const py_key k = to_key(key);
+        if (!access) {
+            const py_value* v = core_.peek(k);
+            return v != nullptr ? v->object : py::object();
+        }
+        const py_value* v = core_.get(k);
         py::object r = v != nullptr ? v->object : py::object();
         deliver();
-        if (!r) throw py::key_error(py::repr(key).cast<std::string>());
         return r;
     }
-    py::object peek(py::handle key, py::object fallback) {
-        const py_value* v = core_.peek(to_key(key));
-        return v != nullptr ? v->object : fallback;
-    }
-    bool contains(py::handle key) { return core_.contains(to_key(key)); }
-    cache::put_result put(py::handle key, py::object value, std::size_t weight, double cost) {
+    bool contains(py::handle key) override { return core_.contains(to_key(key)); }
+    cache::put_result put(py::handle key, py::object value, std::size_t weight, double cost) override {
         const auto r = core_.put(to_key(key), py_value{std::move(value), weight}, cost);
         deliver();
         return r;
     }
-    bool erase(py::handle key) {
+    bool erase(py::handle key) override {
         const bool found = core_.erase(to_key(key));
         deliver();
         return found;
     }
-    void delitem(py::handle key) {
-        if (!erase(key)) throw py::key_error(py::repr(key).cast<std::string>());
-    }
-    void clear() {
+    void clear() override {
         core_.clear();
         deliver();
     }
-    py::object pin(py::handle key) {
+    py::object pin(py::handle key) override {
         const py_value* v = core_.pin(to_key(key));
         py::object r = v != nullptr ? v->object : py::object();
         deliver();
         if (!r) throw py::key_error(py::repr(key).cast<std::string>());
         return r;
     }
-    void unpin(py::handle key) {
+    void unpin(py::handle key) override {
         core_.unpin(to_key(key));
         deliver();
     }
-    std::uint32_t pins(py::handle key) const { return core_.pins(to_key(key)); }
-    void set_capacity(std::size_t capacity) {
-        core_.set_capacity(capacity);
-        deliver();
-    }
-    void set_ttl(std::optional<double> seconds, bool after_access) {
-        const double s = seconds.value_or(0.0);
-        FRUGAL_CHECK(std::isfinite(s) && s >= 0 && s < 9e9, "ttl = ", s, " s must be finite, non-negative and below 9e9");
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
-        FRUGAL_CHECK(ns.count() > 0 || s == 0, "ttl = ", s, " s rounds to 0 ns (use None to turn expiry off)");
-        core_.set_expiry({ns, after_access});
-        ttl_ = ns.count() > 0 ? seconds : std::nullopt;
-        after_access_ = after_access;
-    }
-    [[nodiscard]] std::optional<double> ttl() const noexcept { return ttl_; }
-    [[nodiscard]] bool ttl_after_access() const noexcept { return after_access_; }
-    std::size_t purge_expired() {
+    std::uint32_t pins(py::handle key) const override { return core_.pins(to_key(key)); }
+    std::size_t purge_expired() override {
         const std::size_t n = core_.purge_expired();
         deliver();
         return n;
@@ -167,7 +217,7 @@ public:
     // Snapshots: the walk only copies (a reference count is no allocation), the Python objects
     // are made after it. Making them during the walk could run the cyclic collector, whose
     // finalizers may write this cache and invalidate the walk.
-    py::list keys() const {
+    py::list keys() const override {
         std::vector<py_key> keys;
         keys.reserve(core_.size());
         core_.for_each([&](const py_key& k, const py_value&) { keys.push_back(k); });
@@ -175,7 +225,7 @@ public:
         for (std::size_t i = 0; i < keys.size(); ++i) out[i] = from_key(keys[i]);
         return out;
     }
-    py::list items() const {
+    py::list items() const override {
         std::vector<std::pair<py_key, py::object>> entries;
         entries.reserve(core_.size());
         core_.for_each([&](const py_key& k, const py_value& v) { entries.emplace_back(k, v.object); });
@@ -184,38 +234,36 @@ public:
             out[i] = py::make_tuple(from_key(entries[i].first), entries[i].second);
         return out;
     }
-    void set_on_evict(py::object cb) { on_evict_.set(std::move(cb)); }
-    [[nodiscard]] const py::object& on_evict() const noexcept { return on_evict_.callable(); }
-    [[nodiscard]] const auto& core() const noexcept { return core_; }
-
-    // Cyclic GC (collected_by_gc): the values and the callback.
-    int traverse(visitproc visit, void* arg) const {
+    std::size_t size() const override { return core_.size(); }
+    std::size_t capacity() const override { return core_.capacity(); }
+    void set_capacity(std::size_t capacity) override {
+        core_.set_capacity(capacity);
+        deliver();
+    }
+    std::size_t weight() const override { return core_.weight(); }
+    cache::cache_stats stats() const override { return core_.stats(); }
+    void reset_stats() override { core_.reset_stats(); }
+    int traverse(visitproc visit, void* arg) const override {
         int r = on_evict_.traverse(visit, arg);
         core_.for_each([&](const py_key&, const py_value& v) {
             if (r == 0 && v.object) r = visit(v.object.ptr(), arg);
         });
         return r;
     }
-    void clear_references() {
+    void clear_references() override {
         set_on_evict(py::none());
         // Every value, pinned ones included, is moved out in place, then released once the
         // walk is over (a __del__ may use the cache).
         std::vector<py::object> dropped;
         core_.for_each([&](const py_key&, const py_value& v) { dropped.push_back(std::move(const_cast<py_value&>(v).object)); });
     }
-    void reset_stats() noexcept { core_.reset_stats(); }
 
 private:
-    void deliver() {
-        on_evict_.deliver([](const py::object& cb, evicted_entry& e) { cb(from_key(e.key), e.value, e.reason); });
-    }
+    void set_expiry(cache::expiry e) override { core_.set_expiry(std::move(e)); }
 
-    deferred_callback<evicted_entry> on_evict_;  // before core_: it outlives the core's callback calls
     cache::basic_cache<py_key, py_value, Policy, value_weigher, std::hash<py_key>, std::equal_to<py_key>,
                        cache::intrusive_index, cache::with_expiry>
         core_;
-    std::optional<double> ttl_;  // as given (the core keeps nanoseconds)
-    bool after_access_ = false;
 };
 
 /// PutResult's three Python objects, made once (put() returns one per call).
@@ -224,9 +272,8 @@ std::array<PyObject*, 3> put_result_objects{};
 /// The calls whose cost is the call itself, through vectorcall (see fast_method): get,
 /// peek, put, and the mapping protocol. Positional arguments, as dict's; put's weight and
 /// cost are keywords.
-template <class Policy>
 struct fast_cache_methods {
-    using T = py_cache<Policy>;
+    using T = py_cache_base;
     static py::object borrow(PyObject* o) { return py::reinterpret_borrow<py::object>(o); }
 
     static py::object get(T& c, PyObject* const* a, Py_ssize_t n, PyObject* kw) {
@@ -272,37 +319,36 @@ struct fast_cache_methods {
     }
 
     static inline PyMethodDef defs[] = {
-        fast_method_def<T, &get>("get", "get(key, default=None, /)\n--\n\nThe value of `key` (a hit: the policy "
+        fast_method_def<T, &get>("get", "get($self, key, default=None, /)\n--\n\nThe value of `key` (a hit: the policy "
                                         "records the access), or `default`."),
-        fast_method_def<T, &peek>("peek", "peek(key, default=None, /)\n--\n\nThe value of `key` without counting an "
+        fast_method_def<T, &peek>("peek", "peek($self, key, default=None, /)\n--\n\nThe value of `key` without counting an "
                                           "access, or `default`."),
-        fast_method_def<T, &put>("put", "put(key, value, /, *, weight=1, cost=1.0)\n--\n\nInserts or replaces `key`; "
+        fast_method_def<T, &put>("put", "put($self, key, value, /, *, weight=1, cost=1.0)\n--\n\nInserts or replaces `key`; "
                                         "`weight` counts against the capacity (1: entries; bytes for a byte budget), "
                                         "`cost` is the miss cost (GDSF). Returns PutResult."),
-        fast_method_def<T, &getitem>("__getitem__", "The value of `key`; KeyError on a miss."),
-        fast_method_def<T, &setitem>("__setitem__", "put(key, value) with weight 1."),
-        fast_method_def<T, &contains>("__contains__", "Whether `key` is cached (no access counted)."),
+        fast_method_def<T, &getitem>("__getitem__", "__getitem__($self, key, /)\n--\n\nThe value of `key`; KeyError on a miss."),
+        fast_method_def<T, &setitem>("__setitem__", "__setitem__($self, key, value, /)\n--\n\nput(key, value) with weight 1."),
+        fast_method_def<T, &contains>("__contains__", "__contains__($self, key, /)\n--\n\nWhether `key` is cached (no access "
+                                                      "counted)."),
     };
 };
 
-/// Binds `py_cache<Policy>` as `name`. `Extra` are the policy's own constructor arguments
-/// (keywords `extra_args`, each defaulting to None: the C++ default).
-template <class Policy, class... Extra, class... ExtraArgs>
-void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs... extra_args) {
-    using T = py_cache<Policy>;
-    py::class_<T> cls(m, name, doc, collected_by_gc<T>());
-    cls.def(py::init([](std::size_t capacity, py::object on_evict, std::optional<double> ttl, bool ttl_after_access,
-                        std::optional<Extra>... extra) {
-                 std::unique_ptr<T> c;
-                 if ((extra.has_value() && ...)) c = std::make_unique<T>(capacity, *extra...);
-                 else c = std::make_unique<T>(capacity);
-                 c->set_on_evict(std::move(on_evict));
-                 c->set_ttl(ttl, ttl_after_access);
-                 return c;
-             }),
-             py::arg("capacity"), py::kw_only(), py::arg("on_evict") = py::none(), py::arg("ttl") = py::none(),
-             py::arg("ttl_after_access") = false, extra_args...)
-        .def("erase", &T::erase, py::arg("key"), "Removes `key`; False when absent. A pinned key raises.")
+/// Binds `frugal.cache.Cache`, the base of every policy's cache: the whole interface, once.
+void bind_cache_base(py::module_& m) {
+    using T = py_cache_base;
+    py::class_<T> cls(m, "Cache", R"doc(
+The interface every key/value cache shares (LRUCache, LFUCache, ... derive from it; make one of
+those). Keys are int (int64) or bytes, values any Python object (released when evicted). The
+capacity counts weight units: entries by default, bytes when each put() gives weight=bytes.
+Pinned entries are never evicted; a new entry that cannot fit beside them is refused. ttl=
+gives entries a time to live in seconds (see set_ttl).
+
+    def serve(c: Cache, key: bytes) -> object:
+        if (v := c.get(key)) is None:
+            c.put(key, v := compute(key), weight=4096)
+        return v
+)doc");
+    cls.def("erase", &T::erase, py::arg("key"), "Removes `key`; False when absent. A pinned key raises.")
         .def("__delitem__", &T::delitem, py::arg("key"))
         .def("clear", &T::clear, "Removes every unpinned entry.")
         .def("pin", &T::pin, py::arg("key"),
@@ -313,11 +359,10 @@ void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs...
         .def("keys", &T::keys, "The keys (a snapshot list, in no particular order).")
         .def("items", &T::items, "The (key, value) pairs (a snapshot list, in no particular order).")
         .def("__iter__", [](const T& c) { return py::iter(c.keys()); })
-        .def("__len__", [](const T& c) { return c.core().size(); })
-        .def_property("capacity", [](const T& c) { return c.core().capacity(); }, &T::set_capacity,
-                      "Capacity in weight units; setting it evicts down to it.")
-        .def_property_readonly("weight", [](const T& c) { return c.core().weight(); }, "Total weight held.")
-        .def_property_readonly("stats", [](const T& c) { return c.core().stats(); })
+        .def("__len__", &T::size)
+        .def_property("capacity", &T::capacity, &T::set_capacity, "Capacity in weight units; setting it evicts down to it.")
+        .def_property_readonly("weight", &T::weight, "Total weight held.")
+        .def_property_readonly("stats", &T::stats)
         .def("reset_stats", &T::reset_stats)
         .def("set_ttl", &T::set_ttl, py::arg("ttl"), py::kw_only(), py::arg("after_access") = false,
              "Gives the entries written from now on a time to live of `ttl` seconds after their put "
@@ -330,7 +375,27 @@ void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs...
         .def_property("on_evict", &T::on_evict, &T::set_on_evict,
                       "Called as on_evict(key, value, reason) after each call for every entry that left or was "
                       "refused; None: off.");
-    for (PyMethodDef& def : fast_cache_methods<Policy>::defs) add_fast_method(cls, def);
+    for (PyMethodDef& def : fast_cache_methods::defs) add_fast_method(cls, def);
+}
+
+/// Binds `py_cache<Policy>` as `name`, a Cache whose constructor is its own. `Extra` are the
+/// policy's own constructor arguments (keywords `extra_args`, each defaulting to None: the
+/// C++ default).
+template <class Policy, class... Extra, class... ExtraArgs>
+void bind_policy(py::module_& m, const char* name, const char* doc, ExtraArgs... extra_args) {
+    using T = py_cache<Policy>;
+    py::class_<T, py_cache_base>(m, name, doc, collected_by_gc<py_cache_base>())
+        .def(py::init([](std::size_t capacity, py::object on_evict, std::optional<double> ttl, bool ttl_after_access,
+                         std::optional<Extra>... extra) {
+                 std::unique_ptr<T> c;
+                 if ((extra.has_value() && ...)) c = std::make_unique<T>(capacity, *extra...);
+                 else c = std::make_unique<T>(capacity);
+                 c->set_on_evict(std::move(on_evict));
+                 c->set_ttl(ttl, ttl_after_access);
+                 return c;
+             }),
+             py::arg("capacity"), py::kw_only(), py::arg("on_evict") = py::none(), py::arg("ttl") = py::none(),
+             py::arg("ttl_after_access") = false, extra_args...);
 }
 
 void bind_policies(py::module_& m) {
@@ -347,20 +412,15 @@ void bind_policies(py::module_& m) {
         .value("rejected", cache::put_result::rejected);
     for (auto r : {cache::put_result::inserted, cache::put_result::replaced, cache::put_result::rejected})
         put_result_objects[static_cast<std::size_t>(r)] = py::cast(r).release().ptr();  // kept for the process
-    py::class_<cache::cache_stats>(m, "CacheStats", "Counters since construction or reset_stats().")
-        .def_readonly("hits", &cache::cache_stats::hits)
-        .def_readonly("misses", &cache::cache_stats::misses)
-        .def_readonly("bytes_hit", &cache::cache_stats::bytes_hit)
-        .def_readonly("insertions", &cache::cache_stats::insertions)
-        .def_property_readonly("hit_ratio", &cache::cache_stats::hit_ratio)
-        .def("evicted", &cache::cache_stats::evicted, py::arg("reason"), "Entries that left for `reason`.");
+    using stats = cache::cache_stats;
+    bind_result<stats>(m, "CacheStats", "Counters since construction or reset_stats().", old_form::none,
+                       result_field{"hits", &stats::hits}, result_field{"misses", &stats::misses},
+                       result_field{"bytes_hit", &stats::bytes_hit}, result_field{"insertions", &stats::insertions},
+                       result_field{"hit_ratio", &stats::hit_ratio})
+        .def("evicted", &stats::evicted, py::arg("reason"), "Entries that left for `reason`.");
+    bind_cache_base(m);
 
-    const char* shared = R"doc(
-
-Keys are int (int64) or bytes, values any Python object (released when evicted). The
-capacity counts weight units: entries by default, bytes when each put() gives weight=bytes.
-Pinned entries are never evicted; a new entry that cannot fit beside them is refused.
-ttl= gives entries a time to live in seconds (see set_ttl).
+    const char* shared = R"doc( A Cache (see its methods).
 
     c = {name}(1000, on_evict=lambda key, value, reason: print(key, reason))
     c.put(b"prompt-hash", kv_block, weight=4096)
@@ -411,14 +471,69 @@ struct evicted_chunk {
     eviction_reason reason;
 };
 
+/// The eviction policies a Python PrefixTree may take (PrefixTreePolicy), in the order of
+/// `prefix_trees`' alternatives.
+enum class tree_policy : std::uint8_t { lfu, lru, gdsf, s3fifo };
+
 template <class Policy>
+using tree_of = cache::prefix_tree<chunk_id, handle_type, Policy>;
+using prefix_trees = std::variant<tree_of<cache::lfu_policy>, tree_of<cache::lru_policy>, tree_of<cache::gdsf_policy>,
+                                  tree_of<cache::s3fifo_policy>>;
+
+/// A request lock of whichever tree made it (the alternative of its tree's policy).
+class any_prefix_match {
+public:
+    using locks = std::variant<tree_of<cache::lfu_policy>::prefix_match, tree_of<cache::lru_policy>::prefix_match,
+                               tree_of<cache::gdsf_policy>::prefix_match, tree_of<cache::s3fifo_policy>::prefix_match>;
+    any_prefix_match() = default;
+    template <class Match>
+    explicit any_prefix_match(Match&& m) : lock_(std::forward<Match>(m)) {}
+
+    [[nodiscard]] std::size_t length() const noexcept {
+        return std::visit([](const auto& l) { return l.length(); }, lock_);
+    }
+    [[nodiscard]] handle_type handle(std::size_t i) const {
+        return std::visit([i](const auto& l) { return l.handle(i); }, lock_);
+    }
+    [[nodiscard]] std::uint64_t namespace_key() const noexcept {
+        return std::visit([](const auto& l) { return l.namespace_key(); }, lock_);
+    }
+    void release() noexcept {
+        std::visit([](auto& l) { l.release(); }, lock_);
+    }
+    /// The lock as `Tree`'s match type; null when another policy's tree made it.
+    template <class Tree>
+    [[nodiscard]] typename Tree::prefix_match* as() noexcept {
+        return std::get_if<typename Tree::prefix_match>(&lock_);
+    }
+
+private:
+    locks lock_;
+};
+
+/// A prefix tree with the policy chosen at run time: one Python class for every policy.
 struct py_prefix_tree {
-    using tree_type = cache::prefix_tree<chunk_id, handle_type, Policy>;
-    using match = typename tree_type::prefix_match;
-    explicit py_prefix_tree(std::size_t budget) : tree(memory_budget(budget)) {
-        tree.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes, eviction_reason why) {
-            if (why != eviction_reason::destroyed) on_evict.push({id, h, bytes, why});  // no callback from a deallocation
-        });
+    using match = any_prefix_match;
+    py_prefix_tree(std::size_t budget, tree_policy p) : policy(p), tree(make(memory_budget(budget), p)) {
+        std::visit([this](auto& t) {
+            t.set_eviction_callback([this](const chunk_id& id, handle_type& h, std::size_t bytes, eviction_reason why) {
+                if (why != eviction_reason::destroyed) on_evict.push({id, h, bytes, why});  // no callback from a deallocation
+            });
+        }, tree);
+    }
+    static prefix_trees make(memory_budget budget, tree_policy p) {
+        switch (p) {
+            case tree_policy::lru: return prefix_trees(std::in_place_index<1>, budget);
+            case tree_policy::gdsf: return prefix_trees(std::in_place_index<2>, budget);
+            case tree_policy::s3fifo: return prefix_trees(std::in_place_index<3>, budget);
+            case tree_policy::lfu: break;
+        }
+        return prefix_trees(std::in_place_index<0>, budget);
+    }
+    /// fn(tree) with the tree as its own type.
+    template <class Fn>
+    decltype(auto) visit(Fn&& fn) {
+        return std::visit(std::forward<Fn>(fn), tree);
     }
     void set_on_evict(py::object cb) { on_evict.set(std::move(cb)); }
     void deliver() {
@@ -427,55 +542,91 @@ struct py_prefix_tree {
     int traverse(visitproc visit, void* arg) const { return on_evict.traverse(visit, arg); }
     void clear_references() { set_on_evict(py::none()); }
 
+    tree_policy policy;
     deferred_callback<evicted_chunk> on_evict;  // before tree: it outlives the tree's callback calls
-    tree_type tree;
+    prefix_trees tree;
     lock_keeping_access<match> access;  // after tree: the locks it still queues are released before the tree goes
 };
 
-template <class Policy>
-using py_prefix_match = python_lock<py_prefix_tree<Policy>>;
+using py_prefix_match = python_lock<py_prefix_tree>;
 
-template <class Policy>
-void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
-    using T = py_prefix_tree<Policy>;
-    using M = py_prefix_match<Policy>;
-    const std::string match_name = std::string(name) + "Match";
-    py::class_<M>(m, match_name.c_str(),
-                  "A request's lock on its longest cached prefix (from match(), extended by insert(lock=...)); a "
-                  "context manager that releases it on exit. It shares its tree's busy flag.")
-        .def("__len__", [](M& mt) { return mt.tree->access.use("PrefixTreeMatch.__len__", [&] { return mt.lock.length(); }); })
-        .def_property_readonly("handles",
-                               [](M& mt) {
-                                   auto h = mt.tree->access.use("PrefixTreeMatch.handles", [&] {
-                                       std::vector<handle_type> out(mt.lock.length());
-                                       for (std::size_t i = 0; i < out.size(); ++i) out[i] = mt.lock.handle(i);
-                                       return out;
-                                   });
-                                   return adopt(std::move(h));
-                               },
-                               "Handles of the locked chunks (int64 array).")
+/// What PrefixTree.evict freed.
+struct evict_outcome {
+    std::size_t bytes, chunks;
+};
+
+void bind_prefix_tree(py::module_& m) {
+    using T = py_prefix_tree;
+    using M = py_prefix_match;
+    py::enum_<tree_policy>(m, "PrefixTreePolicy", R"doc(
+Which unlocked leaf a PrefixTree evicts first.
+
+    tree = PrefixTree(512 << 20, policy=PrefixTreePolicy.gdsf)   # insert(..., costs=recompute_ms)
+)doc")
+        .value("lfu", tree_policy::lfu, "The least frequently used (PerCache 4.1.3; the default).")
+        .value("lru", tree_policy::lru, "The least recently used (SGLang's radix cache).")
+        .value("gdsf", tree_policy::gdsf,
+               "PGDSF (RAGCache): low frequency x cost / bytes first; insert(..., costs=) gives the recompute time.")
+        .value("s3fifo", tree_policy::s3fifo,
+               "S3-FIFO over the leaves: chunks used once (a one-off document's) leave from the small queue before "
+               "they can push out prefixes that requests share.");
+    bind_result<insert_outcome>(m, "InsertResult", R"doc(
+What a prefix tree's insert did (PrefixTree.insert, TieredPrefixTree.insert): chunks
+[0, existing) were cached already, [existing, cached) were added, the rest did not fit beside
+the locked chunks.
+
+    r = tree.insert(chunks, handles, sizes, lock=lock)
+    computed = chunks[r.existing:r.cached]
+)doc",
+                                old_form::tuple, result_field{"existing", &insert_outcome::existing},
+                                result_field{"cached", &insert_outcome::cached});
+    bind_result<evict_outcome>(m, "EvictResult", R"doc(
+What PrefixTree.evict freed.
+
+    e = tree.evict(1 << 20)      # e.bytes >= 1 MiB unless every leaf is locked; e.chunks evicted
+)doc",
+                               old_form::tuple,
+                               result_field{"bytes", &evict_outcome::bytes, "Bytes freed."},
+                               result_field{"chunks", &evict_outcome::chunks, "Chunks evicted."});
+
+    bind_lock<M>(m, "PrefixTreeMatch",
+                 "A request's lock on its longest cached prefix (from PrefixTree.match, extended by insert(lock=...)); "
+                 "a context manager that releases it on exit. It shares its tree's busy flag.\n\n"
+                 "    with tree.match(chunks) as lock:\n        reuse(lock.handles)",
+                 "handles", "Handles of the locked chunks (int64 array).")
         .def("handle",
              [](M& mt, std::size_t i) { return mt.tree->access.use("PrefixTreeMatch.handle", [&] { return mt.lock.handle(i); }); },
-             py::arg("i"))
+             py::arg("i"), "Handle of the i-th locked chunk.")
         .def_property_readonly("namespace", [](const M& mt) { return mt.lock.namespace_key(); },
-                               "The namespace key the lock was taken in.")
-        .def("release", [](M& mt) { mt.tree->access.use("PrefixTreeMatch.release", [&] { mt.lock.release(); }); },
-             "Drops the pins; the chunks become evictable again.")
-        .def("__enter__", [](M& mt) -> M& { return mt; }, py::return_value_policy::reference_internal)
-        .def("__exit__", [](M& mt, py::args) { mt.tree->access.use("PrefixTreeMatch.__exit__", [&] { mt.lock.release(); }); });
+                               "The namespace key the lock was taken in.");
 
-    py::class_<T>(m, name, doc, collected_by_gc<T>())
-        .def(py::init([](std::size_t budget_bytes, py::object on_evict) {
-                 auto t = std::make_unique<T>(budget_bytes);
+    py::class_<T>(m, "PrefixTree", R"doc(
+PerCache's knowledge bank and a serving engine's KV prefix cache: a tree of chunk-id sequences
+whose nodes hold the caller's int64 handles to per-chunk tensors, under a byte budget; only
+unlocked leaves are evicted, in the order of `policy` (PrefixTreePolicy: lfu, the default,
+lru, gdsf or s3fifo).
+
+    tree = PrefixTree(512 << 20, policy=PrefixTreePolicy.lru, on_evict=free_kv)  # free_kv(id, handle, bytes, reason)
+    with tree.match(chunks, namespace=model_id) as lock:     # the request's lock on its cached prefix
+        handles, sizes = prefill(chunks, reuse=lock.handles)   # one per chunk (cached ones ignored)
+        r = tree.insert(chunks, handles, sizes, lock=lock)   # the new chunks join the lock: r.existing, r.cached
+        decode(...)                                          # released on exit: evictable again
+)doc",
+                  collected_by_gc<T>())
+        .def(py::init([](std::size_t budget_bytes, tree_policy policy, py::object on_evict) {
+                 auto t = std::make_unique<T>(budget_bytes, policy);
                  t->set_on_evict(std::move(on_evict));
                  return t;
              }),
-             py::arg("budget_bytes"), py::kw_only(), py::arg("on_evict") = py::none())
+             py::arg("budget_bytes"), py::kw_only(), py::arg("policy") = tree_policy::lfu, py::arg("on_evict") = py::none())
+        .def_readonly("policy", &T::policy, "The eviction policy (fixed at construction).")
         .def("match",
              [](T& t, py::handle chunks, std::uint64_t ns) {
                  const array_view<chunk_id> c(chunks, "chunks");
                  auto lock = std::make_unique<M>(t);  // first: a lock is never dropped unguarded
-                 lock->lock = t.access.use_without_gil("PrefixTree.match", [&] { return t.tree.match(c.span(), ns); });
+                 lock->lock = t.access.use_without_gil("PrefixTree.match", [&] {
+                     return t.visit([&](auto& tree) { return any_prefix_match(tree.match(c.span(), ns)); });
+                 });
                  return lock;
              },
              py::arg("chunks"), py::kw_only(), py::arg("namespace") = 0, py::keep_alive<0, 1>(),
@@ -484,7 +635,9 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
         .def("cached_length",
              [](T& t, py::handle chunks, std::uint64_t ns) {
                  const array_view<chunk_id> c(chunks, "chunks");
-                 return t.access.use_without_gil("PrefixTree.cached_length", [&] { return t.tree.cached_length(c.span(), ns); });
+                 return t.access.use_without_gil("PrefixTree.cached_length", [&] {
+                     return t.visit([&](auto& tree) { return tree.cached_length(c.span(), ns); });
+                 });
              },
              py::arg("chunks"), py::kw_only(), py::arg("namespace") = 0,
              "Length of the longest cached prefix, without locking or counting an access.")
@@ -510,60 +663,85 @@ void bind_prefix_tree(py::module_& m, const char* name, const char* doc) {
                      values[i] = {h.data()[i], static_cast<std::size_t>(b.data()[i]), k ? k->data()[i] : 1.0};
                  const std::span<const cache::chunk_value<handle_type>> v(values);
                  const auto r = t.access.use_without_gil("PrefixTree.insert", [&] {
-                     return lock != nullptr ? t.tree.insert(lock->lock, c.span(), v)
-                                            : t.tree.insert(c.span(), v, ns.value_or(0));
+                     return t.visit([&]<class Tree>(Tree& tree) {
+                         auto* held = lock != nullptr ? lock->lock.as<Tree>() : nullptr;  // its tree's: the same policy
+                         FRUGAL_ASSERT(lock == nullptr || held != nullptr);
+                         const auto done = held != nullptr ? tree.insert(*held, c.span(), v)
+                                                           : tree.insert(c.span(), v, ns.value_or(0));
+                         return insert_outcome{done.existing, done.cached};
+                     });
                  });
                  t.deliver();
-                 return py::make_tuple(r.existing, r.cached);
+                 return r;
              },
              py::arg("chunks"), py::arg("handles"), py::arg("bytes"), py::arg("costs") = py::none(), py::kw_only(),
              py::arg("namespace") = py::none(), py::arg("lock") = py::none(),
              "Adds `chunks` with a handle, a byte size (uint64) and optionally a recompute cost (float64) per "
-             "chunk. Returns (existing, cached): [0, existing) were cached already, [existing, cached) were "
-             "added, the rest did not fit beside the locked chunks (they stay the caller's). With `lock` (a "
+             "chunk. Returns InsertResult(existing, cached): [0, existing) were cached already, [existing, cached) "
+             "were added, the rest did not fit beside the locked chunks (they stay the caller's). With `lock` (a "
              "match on a prefix of `chunks`, in its namespace) every chunk of the result joins the lock and "
              "stays protected until it is released; without one the path is evictable at once.")
         .def("evict",
              [](T& t, std::size_t bytes) {
-                 const auto r = t.access.use_without_gil("PrefixTree.evict", [&] { return t.tree.evict(bytes); });
+                 const auto r = t.access.use_without_gil("PrefixTree.evict", [&] {
+                     return t.visit([&](auto& tree) {
+                         const auto done = tree.evict(bytes);
+                         return evict_outcome{done.bytes, done.chunks};
+                     });
+                 });
                  t.deliver();
-                 return py::make_tuple(r.bytes, r.chunks);
+                 return r;
              },
              py::arg("bytes"),
-             "Evicts unlocked leaves until at least `bytes` were freed or none is left; returns (bytes freed, "
-             "chunks evicted).")
+             "Evicts unlocked leaves until at least `bytes` were freed or none is left; returns EvictResult(bytes, "
+             "chunks).")
         .def("evict_one",
              [](T& t) {
-                 const bool r = t.access.use_without_gil("PrefixTree.evict_one", [&] { return t.tree.evict_one(); });
+                 const bool r = t.access.use_without_gil("PrefixTree.evict_one", [&] {
+                     return t.visit([](auto& tree) { return tree.evict_one(); });
+                 });
                  t.deliver();
                  return r;
              },
              "Evicts the policy's first unlocked leaf; False when every leaf is locked (or none).")
         .def("clear",
              [](T& t) {
-                 t.access.use_without_gil("PrefixTree.clear", [&] { t.tree.clear(); });
+                 t.access.use_without_gil("PrefixTree.clear", [&] { t.visit([](auto& tree) { tree.clear(); }); });
                  t.deliver();
              },
              "Removes every unlocked chunk (reason EvictionReason.cleared); locked paths stay.")
-        .def_property("budget", [](T& t) { return t.access.use("PrefixTree.budget", [&] { return t.tree.budget(); }); },
+        .def_property("budget",
+                      [](T& t) { return t.access.use("PrefixTree.budget", [&] { return t.visit([](auto& tree) { return tree.budget(); }); }); },
                       [](T& t, std::size_t bytes) {
-                          t.access.use_without_gil("PrefixTree.budget", [&] { t.tree.set_budget(memory_budget(bytes)); });
+                          t.access.use_without_gil("PrefixTree.budget", [&] {
+                              t.visit([&](auto& tree) { tree.set_budget(memory_budget(bytes)); });
+                          });
                           t.deliver();
                       },
                       "The byte budget; setting it evicts down to it.")
-        .def_property_readonly("bytes", [](T& t) { return t.access.use("PrefixTree.bytes", [&] { return t.tree.bytes(); }); })
+        .def_property_readonly("bytes", [](T& t) {
+            return t.access.use("PrefixTree.bytes", [&] { return t.visit([](auto& tree) { return tree.bytes(); }); });
+        })
         .def_property_readonly("locked_bytes",
-                               [](T& t) { return t.access.use("PrefixTree.locked_bytes", [&] { return t.tree.locked_bytes(); }); },
+                               [](T& t) {
+                                   return t.access.use("PrefixTree.locked_bytes", [&] {
+                                       return t.visit([](auto& tree) { return tree.locked_bytes(); });
+                                   });
+                               },
                                "Bytes of the locked chunks (what no eviction can free).")
-        .def_property_readonly("evictions",
-                               [](T& t) { return t.access.use("PrefixTree.evictions", [&] { return t.tree.evictions(); }); })
-        .def("__len__", [](T& t) { return t.access.use("PrefixTree.__len__", [&] { return t.tree.size(); }); })
+        .def_property_readonly("evictions", [](T& t) {
+            return t.access.use("PrefixTree.evictions", [&] { return t.visit([](auto& tree) { return tree.evictions(); }); });
+        })
+        .def("__len__",
+             [](T& t) { return t.access.use("PrefixTree.__len__", [&] { return t.visit([](auto& tree) { return tree.size(); }); }); })
         .def("save",
-             [](T& t, const std::filesystem::path& p) { t.access.use_without_gil("PrefixTree.save", [&] { t.tree.save(p); }); },
+             [](T& t, const std::filesystem::path& p) {
+                 t.access.use_without_gil("PrefixTree.save", [&] { t.visit([&](auto& tree) { tree.save(p); }); });
+             },
              py::arg("path"), "Writes the index crash-safely (temporary file, fsync, rename).")
         .def("load",
              [](T& t, const std::filesystem::path& p) {
-                 t.access.use_without_gil("PrefixTree.load", [&] { t.tree.load(p); });
+                 t.access.use_without_gil("PrefixTree.load", [&] { t.visit([&](auto& tree) { tree.load(p); }); });
                  t.deliver();
              },
              py::arg("path"),
@@ -611,17 +789,44 @@ struct py_semantic {
     busy_flag busy;
 };
 
-py::dict entry_dict(std::uint64_t id, const semantic::entry_type& e) {
-    py::dict d;
-    d["id"] = id;
-    d["query"] = e.query;
-    d["answer"] = e.answer ? py::object(py::str(*e.answer)) : py::object(py::none());
-    d["chunks"] = copy_out(std::span<const std::uint32_t>(e.chunks));
-    d["refresh_floor"] = e.refresh_floor;
-    return d;
-}
+/// An entry of the QA bank as Python reads it (SemanticEntry), and a lookup's hit (SemanticHit).
+struct semantic_entry {
+    semantic_entry(std::uint64_t i, const semantic::entry_type& e)
+        : id(i), query(e.query), answer(e.answer), chunks(copy_out(std::span<const std::uint32_t>(e.chunks))),
+          refresh_floor(e.refresh_floor) {}
+    std::uint64_t id;
+    std::string query;
+    std::optional<std::string> answer;
+    py::object chunks;
+    float refresh_floor;
+};
+struct semantic_hit : semantic_entry {
+    semantic_hit(std::uint64_t i, const semantic::entry_type& e, float s, bool x) : semantic_entry(i, e), similarity(s), exact(x) {}
+    float similarity;
+    bool exact;
+};
 
 void bind_semantic(py::module_& m) {
+    using E = semantic_entry;
+    using H = semantic_hit;
+    const char* entry_doc = "The query's id.";
+    bind_result<E>(m, "SemanticEntry", "An entry of a SemanticCache (from find()).\n\n"
+                   "    if (e := bank.find(entry_id)) is not None and e.answer is None: answer_later(e.query)",
+                   old_form::dict,
+                   result_field{"id", &E::id, entry_doc}, result_field{"query", &E::query},
+                   result_field{"answer", &E::answer, "None until set_answer()."},
+                   result_field{"chunks", &E::chunks, "The knowledge chunks it used (uint32 array)."},
+                   result_field{"refresh_floor", &E::refresh_floor});
+    bind_result<H>(m, "SemanticHit",
+                   "A SemanticCache lookup's hit: the entry, its similarity and whether the text was equal.\n\n"
+                   "    if (hit := bank.lookup(text, embedding)) is not None and hit.answer is not None: "
+                   "return hit.answer",
+                   old_form::dict, result_field{"id", &H::id, entry_doc}, result_field{"query", &H::query},
+                   result_field{"answer", &H::answer, "None until set_answer()."},
+                   result_field{"chunks", &H::chunks, "The knowledge chunks it used (uint32 array)."},
+                   result_field{"refresh_floor", &H::refresh_floor},
+                   result_field{"similarity", &H::similarity, "Cosine similarity of the embeddings."},
+                   result_field{"exact", &H::exact, "Whether the query text was equal."});
     py::class_<py_semantic>(m, "SemanticCache", R"doc(
 PerCache's QA bank: a lookup returns the stored query with the same text, else the most
 similar one when its cosine similarity is at least tau. Capacity in entries (capacity=) or
@@ -629,7 +834,7 @@ bytes (budget_bytes=: embeddings, queries, answers, chunk ids); LRU eviction.
 
     bank = SemanticCache(dim=384, tau=0.9, budget_bytes=64 << 20)
     hit = bank.lookup(text, embedding)          # embedding: float32 array of dim values
-    if hit is None or hit["answer"] is None:
+    if hit is None or hit.answer is None:
         entry_id = bank.insert(text, embedding)  # answered later: bank.set_answer(entry_id, reply)
 )doc")
         .def(py::init<std::optional<std::size_t>, std::optional<std::size_t>, std::size_t, double>(), py::kw_only(),
@@ -643,13 +848,10 @@ bytes (budget_bytes=: embeddings, queries, answers, chunk ids); LRU eviction.
                      return s.bank.lookup(query, e.span());
                  }();
                  if (!hit) return py::none();
-                 py::dict d = entry_dict(hit->id, *hit->entry);
-                 d["similarity"] = hit->similarity;
-                 d["exact"] = hit->exact;
-                 return d;
+                 return py::cast(semantic_hit(hit->id, *hit->entry, hit->similarity, hit->exact));
              },
              py::arg("query"), py::arg("embedding"),
-             "The hit as a dict (id, query, answer, chunks, refresh_floor, similarity, exact), or None.")
+             "The hit, a SemanticHit (id, query, answer, chunks, refresh_floor, similarity, exact), or None.")
         .def("insert",
              [](py_semantic& s, std::string query, py::handle embedding, std::optional<std::string> answer,
                 py::object chunks, float refresh_floor) -> std::optional<std::uint64_t> {
@@ -676,9 +878,9 @@ bytes (budget_bytes=: embeddings, queries, answers, chunk ids); LRU eviction.
              [](py_semantic& s, std::uint64_t id) -> py::object {
                  busy_flag::guard g(s.busy, "SemanticCache.find");
                  const auto* e = s.bank.find(id);
-                 return e == nullptr ? py::object(py::none()) : py::object(entry_dict(id, *e));
+                 return e == nullptr ? py::object(py::none()) : py::cast(semantic_entry(id, *e));
              },
-             py::arg("id"), "Entry `id` as a dict without counting an access, or None.")
+             py::arg("id"), "Entry `id` (a SemanticEntry) without counting an access, or None.")
         .def("erase",
              [](py_semantic& s, std::uint64_t id) {
                  busy_flag::guard g(s.busy, "SemanticCache.erase");
@@ -715,29 +917,7 @@ bytes (budget_bytes=: embeddings, queries, answers, chunk ids); LRU eviction.
 
 void bind_cache(py::module_ m) {
     bind_policies(m);
-    const char* tree_doc = R"doc(
-PerCache's knowledge bank: a tree of chunk-id sequences whose nodes hold the caller's int64
-handles to per-chunk tensors, under a byte budget with leaf-only eviction.
-
-    tree = {name}(budget_bytes=512 << 20, on_evict=free_kv)   # free_kv(id, handle, bytes, reason)
-    with tree.match(chunks, namespace=model_id) as lock:     # the request's lock on its cached prefix
-        handles, sizes = prefill(chunks, reuse=lock.handles)   # one per chunk (cached ones ignored)
-        tree.insert(chunks, handles, sizes, lock=lock)       # the new chunks join the lock
-        decode(...)                                          # released on exit: evictable again
-)doc";
-    auto doc = [&](const char* head, const char* name) {
-        std::string d = std::string(head) + tree_doc;
-        d.replace(d.find("{name}"), 6, name);
-        return d;
-    };
-    bind_prefix_tree<cache::lfu_policy>(m, "PrefixTree", doc("Evicts the least frequently used leaf (PerCache 4.1.3).", "PrefixTree").c_str());
-    bind_prefix_tree<cache::lru_policy>(m, "LRUPrefixTree", doc("Evicts the least recently used leaf.", "LRUPrefixTree").c_str());
-    bind_prefix_tree<cache::gdsf_policy>(m, "GDSFPrefixTree",
-                                       doc("PGDSF (RAGCache): evicts low frequency x cost / bytes first.", "GDSFPrefixTree").c_str());
-    bind_prefix_tree<cache::s3fifo_policy>(
-        m, "S3FIFOPrefixTree",
-        doc("S3-FIFO over the leaves: chunks used once (a one-off document) leave from the small queue before "
-            "they can push out prefixes that requests share.", "S3FIFOPrefixTree").c_str());
+    bind_prefix_tree(m);
     bind_page_keys(m);
     bind_semantic(m);
     bind_tiers(m);

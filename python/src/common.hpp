@@ -3,9 +3,11 @@
 // numpy arrays that adopt a std::vector, the busy guard of objects used with the GIL
 // released, and deferred Python callbacks.
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <new>
@@ -254,6 +256,58 @@ struct python_lock {
     Tree* tree;
 };
 
+/// Binds what every Python request lock (a python_lock) shares: len, the handles of its chunks
+/// as an int64 array (the property `handles`), release(), and the context manager that releases
+/// it on exit; each reads or writes its tree through the tree's `access`. Returns the class for
+/// the lock's own members.
+/// @code
+/// bind_lock<py_prefix_match>(m, "PrefixTreeMatch", "A request's lock ...", "handles", "Handles of the locked chunks.");
+/// @endcode
+template <class Lock>
+py::class_<Lock> bind_lock(py::handle scope, const char* name, const char* doc, const char* handles,
+                           const char* handles_doc) {
+    const std::string n = name;
+    auto who = [n](const char* member) { return n + "." + member; };
+    py::class_<Lock> cls(scope, name, doc);
+    cls.def("__len__", [w = who("__len__")](Lock& l) { return l.tree->access.use(w.c_str(), [&] { return l.lock.length(); }); })
+        .def_property_readonly(handles,
+                               [w = who(handles)](Lock& l) {
+                                   auto h = l.tree->access.use(w.c_str(), [&] {
+                                       std::vector<std::int64_t> out(l.lock.length());
+                                       for (std::size_t i = 0; i < out.size(); ++i) out[i] = l.lock.handle(i);
+                                       return out;
+                                   });
+                                   return adopt(std::move(h));
+                               },
+                               handles_doc)
+        .def("release", [w = who("release")](Lock& l) { l.tree->access.use(w.c_str(), [&] { l.lock.release(); }); },
+             "Drops the lock; its chunks become evictable again.")
+        .def("__enter__", [](Lock& l) -> Lock& { return l; }, py::return_value_policy::reference_internal)
+        .def("__exit__", [w = who("__exit__")](Lock& l, py::args) { l.tree->access.use(w.c_str(), [&] { l.lock.release(); }); });
+    return cls;
+}
+
+/// A method of a bound `Self` that calls `f` on its C++ object `self.*Object` holding its busy
+/// flag (and the GIL), `finish` turning the result into what Python gets: the short calls of an
+/// object whose other calls release the GIL.
+/// @code
+/// .def("sse", busy_method<&py_kmeans::km>(&kmeans1d::sse, "KMeans1D.sse"), py::arg("k"))
+/// @endcode
+template <class>
+struct member_of;
+template <class C, class M>
+struct member_of<M C::*> {
+    using owner = C;
+};
+template <auto Object, class R, class T, class... A, class Finish = std::identity>
+auto busy_method(R (T::*f)(A...) const, const char* who, Finish finish = {}) {
+    using Self = typename member_of<decltype(Object)>::owner;
+    return [f, who, finish](Self& self, A... args) {
+        const busy_flag::guard g(self.busy, who);
+        return finish(((self.*Object).*f)(args...));
+    };
+}
+
 /// Eviction notifications collected while a C++ call runs and delivered to a Python
 /// callable after it returns, so that Python code never runs inside a C++ container
 /// mid-update (a callback that uses the same cache, or raises, then cannot corrupt it).
@@ -357,7 +411,7 @@ py::custom_type_setup collected_by_gc() {
 }
 
 /// The method table entry of `fast_method<T, Fn>` named `name`; `doc` starts with the
-/// signature line CPython shows ("get(key, default=None, /)\n--\n\n...").
+/// signature line CPython shows, self written $self ("get($self, key, default=None, /)\n--\n\n...").
 template <class T, py::object (*Fn)(T&, PyObject* const*, Py_ssize_t, PyObject*)>
 PyMethodDef fast_method_def(const char* name, const char* doc) {
     return {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_method<T, Fn>)),
@@ -382,6 +436,114 @@ inline void check_arity(const char* name, Py_ssize_t nargs, PyObject* kwnames, P
     if (!keywords && kwnames != nullptr && PyTuple_GET_SIZE(kwnames) > 0)
         throw py::type_error(std::string(name) + "() takes no keyword arguments");
 }
+
+/// Issues a DeprecationWarning with `message` (naming the replacement) at the caller's line;
+/// raises it when warnings are errors (python -W error).
+/// @code
+/// warn_deprecated("dtype=\"float16\" is deprecated: pass numpy.float16");
+/// @endcode
+inline void warn_deprecated(const std::string& message) {
+    if (PyErr_WarnEx(PyExc_DeprecationWarning, message.c_str(), 1) != 0) throw py::error_already_set();
+}
+
+/// One named field of a result class: its Python name, what reads it (a data member pointer,
+/// or a callable taking the object) and a docstring.
+template <class Get>
+struct result_field {
+    const char* name;
+    Get get;
+    const char* doc = "";
+};
+template <class Get>
+result_field(const char*, Get, const char* = "") -> result_field<Get>;
+
+/// How a result class answers code written for the tuple or dict it replaced, for one
+/// release and with a DeprecationWarning: not at all, as the tuple of its fields in order
+/// (len, iteration, [i], == tuple), or as the dict of its fields ([name]).
+enum class old_form : std::uint8_t { none, tuple, dict };
+
+/// Binds T as a small immutable result class `name`: one read-only property per field, and a
+/// __repr__ that names them (`InsertResult(existing=2, cached=5)`). `old` keeps code written
+/// for the tuple or dict it replaces working for one release. Returns the class for more.
+/// @code
+/// bind_result<insert_result>(m, "InsertResult", "What insert did.", old_form::tuple,
+///                            result_field{"existing", &insert_result::existing},
+///                            result_field{"cached", &insert_result::cached});
+/// @endcode
+template <class T, class... Get>
+py::class_<T> bind_result(py::handle scope, const char* name, const char* doc, old_form old,
+                          result_field<Get>... fields) {
+    py::class_<T> cls(scope, name, doc);
+    auto add = [&cls](const auto& f) {
+        if constexpr (std::is_member_object_pointer_v<std::remove_cvref_t<decltype(f.get)>>)
+            cls.def_readonly(f.name, f.get, f.doc);
+        else
+            cls.def_property_readonly(f.name, f.get, f.doc);
+    };
+    (add(fields), ...);
+    const std::vector<std::string> names{fields.name...};
+    const std::string type = name;
+    // The fields in order, as the tuple this result replaced.
+    auto values = [names](py::handle self) {
+        py::tuple t(names.size());
+        for (std::size_t i = 0; i < names.size(); ++i) t[i] = self.attr(names[i].c_str());
+        return t;
+    };
+    cls.def("__repr__", [names, type](py::handle self) {
+        std::string r = type + "(";
+        for (std::size_t i = 0; i < names.size(); ++i)
+            r += (i > 0 ? ", " : "") + names[i] + "=" + py::repr(self.attr(names[i].c_str())).cast<std::string>();
+        return r + ")";
+    });
+    const std::string fields_text = [&] {
+        std::string f;
+        for (const auto& n : names) f += (f.empty() ? "" : ", ") + n;
+        return f;
+    }();
+    if (old == old_form::tuple) {
+        const std::string warning = type + " is no longer a tuple: read its fields by name (" + fields_text +
+                                    "); unpacking, indexing and comparing it with a tuple stop working in the next release";
+        cls.def("__len__", [n = names.size()](py::handle) { return n; })
+            .def("__iter__", [values, warning](py::handle self) {
+                warn_deprecated(warning);
+                return py::iter(values(self));
+            })
+            .def("__getitem__", [values, warning](py::handle self, py::handle i) -> py::object {
+                warn_deprecated(warning);
+                return values(self)[i];  // the item, taken while the tuple lives
+            })
+            .def("__eq__", [values, warning](py::handle self, py::handle other) -> py::object {
+                if (py::isinstance<py::tuple>(other)) {
+                    warn_deprecated(warning);
+                    return py::bool_(values(self).equal(other));
+                }
+                if (py::type::handle_of(other).is(py::type::handle_of(self))) return py::bool_(values(self).equal(values(other)));
+                return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+            });
+    } else if (old == old_form::dict) {
+        const std::string warning = type + " is no longer a dict: read its fields as attributes (" + fields_text +
+                                    "); result[\"name\"] stops working in the next release";
+        cls.def("__getitem__", [names, warning](py::handle self, const std::string& key) {
+            warn_deprecated(warning);
+            if (std::find(names.begin(), names.end(), key) == names.end()) throw py::key_error(key);
+            return self.attr(key.c_str());
+        });
+    }
+    return cls;
+}
+
+/// The type of frugal.bfloat16, the bfloat16 dtype where a dtype is taken (numpy has none: the
+/// arrays hold its bits as uint16).
+struct bfloat16_dtype {};
+/// frugal.bfloat16, the one object of bfloat16_dtype (module.cpp).
+py::object bfloat16_object();
+/// The name of a dtype given as numpy takes one (numpy.float16, numpy.dtype("float16"), an
+/// array's dtype: numpy.dtype(dtype).name), or "bfloat16" for frugal.bfloat16; TypeError for
+/// anything numpy.dtype cannot read.
+/// @code
+/// if (dtype_name_of(dtype) == "bfloat16") ...
+/// @endcode
+std::string dtype_name_of(py::handle dtype);
 
 /// The submodule `frugal.<name>`: its classes report that module, and `import frugal.<name>`
 /// finds it.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -110,17 +111,24 @@ draft::draft_tree<token> make_tree(py::handle tokens, py::handle parents) {
     return tree;
 }
 
-// (tokens int32, parents int32, probabilities float32): each node's probability given its
-// parent's path.
-py::tuple tree_arrays(const draft::draft_tree<token>* t) {
-    return py::make_tuple(copy_out(std::span<const token>(t->tokens)), copy_out(std::span<const std::int32_t>(t->parents)),
-                          copy_out(std::span<const float>(t->probabilities)));
+// A draft as Python reads it (DraftTree): tokens int32, parents int32 (-1: a child of the last
+// accepted token) and probabilities float32 (each node's probability given its parent's path).
+struct draft_arrays {
+    py::object tokens, parents, probabilities;
+};
+// A batch of drafts (PackedDrafts): request i's nodes at [offsets[i], offsets[i + 1]) of the
+// three arrays, four arrays for the batch instead of three per request, the layout a batched
+// verifier takes (FlashInfer's indptr).
+struct packed_drafts {
+    py::object tokens, parents, probabilities, offsets;
+};
+
+draft_arrays tree_arrays(const draft::draft_tree<token>* t) {
+    return {copy_out(std::span<const token>(t->tokens)), copy_out(std::span<const std::int32_t>(t->parents)),
+            copy_out(std::span<const float>(t->probabilities))};
 }
 
-// A batch of drafts as (tokens, parents, probabilities, offsets) with request i's nodes at
-// [offsets[i], offsets[i + 1]): four arrays for the batch instead of three per request, the
-// layout a batched verifier takes (FlashInfer's indptr).
-py::tuple packed_trees(std::span<const draft::draft_tree<token>* const> drafts) {
+packed_drafts packed_trees(std::span<const draft::draft_tree<token>* const> drafts) {
     py::array_t<std::int64_t> offsets(static_cast<py::ssize_t>(drafts.size() + 1));
     std::int64_t* off = offsets.mutable_data();
     off[0] = 0;
@@ -135,7 +143,34 @@ py::tuple packed_trees(std::span<const draft::draft_tree<token>* const> drafts) 
         std::copy(t.parents.begin(), t.parents.end(), parents.mutable_data() + off[i]);
         std::copy(t.probabilities.begin(), t.probabilities.end(), probabilities.mutable_data() + off[i]);
     }
-    return py::make_tuple(std::move(tokens), std::move(parents), std::move(probabilities), std::move(offsets));
+    return {std::move(tokens), std::move(parents), std::move(probabilities), std::move(offsets)};
+}
+
+void bind_draft_results(py::module_& m) {
+    const char* tokens = "Drafted tokens (int32).";
+    const char* parents = "Each node's parent index (int32; -1: a child of the last accepted token).";
+    const char* probabilities = "Each node's probability given its parent's path (float32).";
+    bind_result<draft_arrays>(m, "DraftTree", R"doc(
+A draft tree (or a chain: parents -1, 0, 1, ...) as three arrays of one node each.
+
+    d = drafter.tree()
+    r = verify_tree(d.tokens, d.parents, model_argmax)
+)doc",
+                              old_form::tuple, result_field{"tokens", &draft_arrays::tokens, tokens},
+                              result_field{"parents", &draft_arrays::parents, parents},
+                              result_field{"probabilities", &draft_arrays::probabilities, probabilities});
+    bind_result<packed_drafts>(m, "PackedDrafts", R"doc(
+A batch's drafts in four arrays: request i's nodes are [offsets[i], offsets[i + 1]) of tokens,
+parents and probabilities, its parents counted within it.
+
+    p = spec.propose(ids, packed=True)
+    first = p.tokens[p.offsets[0]:p.offsets[1]]
+)doc",
+                               old_form::tuple, result_field{"tokens", &packed_drafts::tokens, tokens},
+                               result_field{"parents", &packed_drafts::parents, parents},
+                               result_field{"probabilities", &packed_drafts::probabilities, probabilities},
+                               result_field{"offsets", &packed_drafts::offsets, "Where each request's nodes begin "
+                                                                                 "(int64, one more than the ids)."});
 }
 
 // Drafter.chain through vectorcall (fast_method): the call that runs once per request and
@@ -146,22 +181,23 @@ py::object drafter_chain(py_drafter& d, PyObject* const*, Py_ssize_t nargs, PyOb
                  [](const draft::draft_tree<token>* t) { return copy_out(std::span<const token>(t->tokens)); });
 }
 PyMethodDef drafter_chain_def = fast_method_def<py_drafter, &drafter_chain>(
-    "chain", "chain()\n--\n\nA chain draft of at most max_draft tokens (int32 array; empty when nothing matches).");
+    "chain", "chain($self)\n--\n\nA chain draft of at most max_draft tokens (int32 array; empty when nothing matches).");
 
 struct py_automaton {
     automaton a;
     busy_flag busy;
 };
 
-// A const member of the automaton as a method that holds the object's busy flag (appends
-// run without the GIL, so reads must not overlap them).
-template <class R, class... A>
-auto guarded(R (automaton::*f)(A...) const, const char* who) {
-    return [f, who](py_automaton& self, A... args) -> R {
-        busy_flag::guard g(self.busy, who);
-        return (self.a.*f)(args...);
-    };
+// A const member of the automaton as a method that holds the object's busy flag (appends run
+// without the GIL, so reads must not overlap them); `finish` converts its result.
+template <class R, class... A, class Finish = std::identity>
+auto guarded(R (automaton::*f)(A...) const, const char* who, Finish finish = {}) {
+    return busy_method<&py_automaton::a>(f, who, finish);
 }
+// Its results that may be "none" (no_state, no_position) as None.
+constexpr auto state_or_none = [](draft::state_id s) { return optional_index(s, draft::no_state); };
+constexpr auto position_or_none = [](std::uint32_t p) { return optional_index(p, draft::no_position); };
+constexpr auto copied = [](auto span) { return copy_out(span); };
 
 void bind_automaton(py::module_& m) {
     py::class_<py_automaton>(m, "SuffixAutomaton", R"doc(
@@ -207,21 +243,9 @@ exact occurrence counts and first/last end positions per state.
              "Length of the longest string of `state`.")
         .def("count", guarded(&automaton::count, "SuffixAutomaton.count"), py::arg("state"),
              "Occurrences of the strings of `state`.")
-        .def("link", [](py_automaton& self, draft::state_id s) {
-                 busy_flag::guard g(self.busy, "SuffixAutomaton.link");
-                 return optional_index(self.a.link(s), draft::no_state);
-             },
-             py::arg("state"), "Suffix link of `state` (None for the root).")
-        .def("first_end", [](py_automaton& self, draft::state_id s) {
-                 busy_flag::guard g(self.busy, "SuffixAutomaton.first_end");
-                 return optional_index(self.a.first_end(s), draft::no_position);
-             },
-             py::arg("state"), "Index of the last token of the earliest occurrence (None for the root).")
-        .def("last_end", [](py_automaton& self, draft::state_id s) {
-                 busy_flag::guard g(self.busy, "SuffixAutomaton.last_end");
-                 return optional_index(self.a.last_end(s), draft::no_position);
-             },
-             py::arg("state"), "Index of the last token of the most recent occurrence (None for an empty root).")
+        .def("link", guarded(&automaton::link, "SuffixAutomaton.link", state_or_none), py::arg("state"), "Suffix link of `state` (None for the root).")
+        .def("first_end", guarded(&automaton::first_end, "SuffixAutomaton.first_end", position_or_none), py::arg("state"), "Index of the last token of the earliest occurrence (None for the root).")
+        .def("last_end", guarded(&automaton::last_end, "SuffixAutomaton.last_end", position_or_none), py::arg("state"), "Index of the last token of the most recent occurrence (None for an empty root).")
         .def("transitions",
              [](py_automaton& self, draft::state_id s) {
                  busy_flag::guard g(self.busy, "SuffixAutomaton.transitions");
@@ -231,35 +255,21 @@ exact occurrence counts and first/last end positions per state.
                  return out;
              },
              py::arg("state"), "The outgoing transitions of `state` as (token, target) pairs.")
-        .def("continuation",
-             [](py_automaton& self, std::uint32_t end, std::size_t max_tokens) {
-                 busy_flag::guard g(self.busy, "SuffixAutomaton.continuation");
-                 return copy_out(self.a.continuation(end, max_tokens));
-             },
-             py::arg("end"), py::arg("max_tokens"),
+        .def("continuation", guarded(&automaton::continuation, "SuffixAutomaton.continuation", copied), py::arg("end"), py::arg("max_tokens"),
              "The tokens after an occurrence ending at `end` (at most `max_tokens`, within its document).")
         .def_property_readonly("repeat_state", guarded(&automaton::repeat_state, "SuffixAutomaton.repeat_state"),
                                "State of the longest suffix of the current document that also ends earlier.")
         .def_property_readonly("repeat_length", guarded(&automaton::repeat_length, "SuffixAutomaton.repeat_length"),
                                "Its length (0: none).")
-        .def_property_readonly("repeat_end", [](py_automaton& self) {
-                                   busy_flag::guard g(self.busy, "SuffixAutomaton.repeat_end");
-                                   return optional_index(self.a.repeat_end(), draft::no_position);
-                               },
+        .def_property_readonly("repeat_end", guarded(&automaton::repeat_end, "SuffixAutomaton.repeat_end", position_or_none),
                                "End of its most recent earlier occurrence (None: none).")
         .def_property_readonly("last", guarded(&automaton::last, "SuffixAutomaton.last"),
                                "The state of the whole current document.")
         .def_property_readonly("state_count", guarded(&automaton::state_count, "SuffixAutomaton.state_count"),
                                "Number of states, root included.")
-        .def_property_readonly("text", [](py_automaton& self) {
-                                   busy_flag::guard g(self.busy, "SuffixAutomaton.text");
-                                   return copy_out(self.a.text());
-                               },
+        .def_property_readonly("text", guarded(&automaton::text, "SuffixAutomaton.text", copied),
                                "Every token appended (a copy), documents concatenated.")
-        .def_property_readonly("document_starts", [](py_automaton& self) {
-                                   busy_flag::guard g(self.busy, "SuffixAutomaton.document_starts");
-                                   return copy_out(self.a.document_starts());
-                               },
+        .def_property_readonly("document_starts", guarded(&automaton::document_starts, "SuffixAutomaton.document_starts", copied),
                                "Start offset of each document in `text`.")
         .def_property_readonly("memory_bytes", guarded(&automaton::memory_bytes, "SuffixAutomaton.memory_bytes"),
                                "Approximate heap bytes held.")
@@ -367,17 +377,15 @@ void def_config_init(Class& cls, Factory factory) {
 
 void bind_drafter(py::module_& m) {
     using config = draft::drafter_config;
-    py::class_<config>(m, "DrafterConfig", "The drafting policy of a Drafter (read-only; set it through Drafter's keywords).")
-        .def_readonly("max_draft", &config::max_draft)
-        .def_readonly("tree_depth", &config::tree_depth)
-        .def_readonly("tree_budget", &config::tree_budget)
-        .def_readonly("min_match", &config::min_match)
-        .def_readonly("context_escape", &config::context_escape)
-        .def_readonly("history_escape", &config::history_escape)
-        .def_readonly("min_path_score", &config::min_path_score)
-        .def_readonly("max_fanout", &config::max_fanout)
-        .def_readonly("backoff", &config::backoff)
-        .def_readonly("vocab_size", &config::vocab_size);
+    bind_result<config>(m, "DrafterConfig", "The drafting policy of a Drafter (read-only; set it through Drafter's keywords).",
+                        old_form::none, result_field{"max_draft", &config::max_draft},
+                        result_field{"tree_depth", &config::tree_depth}, result_field{"tree_budget", &config::tree_budget},
+                        result_field{"min_match", &config::min_match},
+                        result_field{"context_escape", &config::context_escape},
+                        result_field{"history_escape", &config::history_escape},
+                        result_field{"min_path_score", &config::min_path_score},
+                        result_field{"max_fanout", &config::max_fanout}, result_field{"backoff", &config::backoff},
+                        result_field{"vocab_size", &config::vocab_size});
 
     py::class_<py_drafter> drafter_class(m, "Drafter", R"doc(
 A retrieval drafter over the request's context (prompt plus accepted tokens) and an optional
@@ -417,8 +425,8 @@ every accepted token (bonus included) with accept(); chain() and tree() draft.
              py::arg("tokens"), "Appends accepted tokens (a token or a sequence; never rejected draft tokens).")
         .def("chain_with_probabilities",
              [](py_drafter& d) { return d.run("Drafter.chain_with_probabilities", [&] { return &d.d.chain(); }, tree_arrays); },
-             "A chain draft as (tokens, parents, probabilities): parents are -1, 0, 1, ...; probabilities[i] is the "
-             "drafter's probability of tokens[i] given the tokens before it.")
+             "A chain draft as a DraftTree (tokens, parents, probabilities): parents are -1, 0, 1, ...; "
+             "probabilities[i] is the drafter's probability of tokens[i] given the tokens before it.")
         .def("tree",
              [](py_drafter& d, py::object extra_tokens, py::object extra_parents) {
                  FRUGAL_CHECK(extra_tokens.is_none() == extra_parents.is_none(),
@@ -428,7 +436,7 @@ every accepted token (bonus included) with accept(); chain() and tree() draft.
                  return d.run("Drafter.tree", [&] { return &d.d.tree(extra); }, tree_arrays);
              },
              py::arg("extra_tokens") = py::none(), py::arg("extra_parents") = py::none(),
-             "A tree draft (tokens int32, parents int32, probabilities float32) of at most tree_budget nodes and "
+             "A tree draft, a DraftTree (tokens int32, parents int32, probabilities float32), of at most tree_budget nodes and "
              "tree_depth levels; parents[i] is -1 for a child of the last accepted token; probabilities[i] is the "
              "probability of tokens[i] given its parent's path (a node's children sum to at most 1). An extra tree "
              "(another source's, e.g. calibration) is merged in first.")
@@ -520,7 +528,7 @@ the GIL), stop it and hand its output to the History.
     history = History(1 << 20)
     spec = Speculator(history, tree_budget=64)
     spec.start(7, prompt)
-    (tokens, parents, probs), = spec.propose([7])      # one (tokens, parents, probabilities) per id
+    draft, = spec.propose([7])                        # one DraftTree (tokens, parents, probabilities) per id
     spec.append(7, accepted)                          # accepted draft tokens and the bonus
     history.add(spec.stop(7))
 )doc");
@@ -572,16 +580,16 @@ the GIL), stop it and hand its output to the History.
                                   std::string(py::str(py::type::of(cost).attr("__name__"))));
                      sized(python_cost{cost});
                  }
-                 if (packed) return packed_trees(drafts);
+                 if (packed) return py::cast(packed_trees(drafts));
                  py::list out(drafts.size());
-                 for (std::size_t i = 0; i < drafts.size(); ++i) out[i] = tree_arrays(drafts[i]);
+                 for (std::size_t i = 0; i < drafts.size(); ++i) out[i] = py::cast(tree_arrays(drafts[i]));
                  return out;
              },
              py::arg("ids"), py::kw_only(), py::arg("tree") = true, py::arg("packed") = false,
              py::arg("cost") = py::none(), py::arg("rest_tokens") = 0, py::arg("rest_expected") = 0.0,
-             "Drafts for every id of `ids` (uint64) in one call; returns one (tokens, parents, probabilities) per id, "
-             "trees (tree=True) or chains. packed=True returns the batch as four arrays instead, (tokens, parents, "
-             "probabilities, offsets): request i's draft is [offsets[i], offsets[i + 1]) of each, its parents "
+             "Drafts for every id of `ids` (uint64) in one call; returns one DraftTree (tokens, parents, "
+             "probabilities) per id, trees (tree=True) or chains. packed=True returns the batch as PackedDrafts "
+             "instead (tokens, parents, probabilities, offsets): request i's draft is [offsets[i], offsets[i + 1]) of each, its parents "
              "counted within it (-1: a child of its last token). With a cost (RooflineCost, MeasuredCost or any "
              "object with step_ms(tokens) -> ms), keeps across the batch only the nodes that maximise its expected "
              "tokens per ms, with calibrated probabilities (a draft may be empty); rest_tokens and rest_expected "
@@ -611,14 +619,11 @@ the GIL), stop it and hand its output to the History.
 
 void bind_verify(py::module_& m) {
     using result = draft::verify_result<token>;
-    py::class_<result>(m, "VerifyResult", "Outcome of verifying one draft.")
-        .def_readonly("accepted", &result::accepted, "Draft tokens accepted.")
-        .def_readonly("bonus", &result::bonus, "The model's own next token after them.")
-        .def_property_readonly("path", [](const result& r) { return copy_out(std::span<const std::int32_t>(r.path)); },
-                               "Tree only: accepted node indices, root first.")
-        .def("__repr__", [](const result& r) {
-            return "VerifyResult(accepted=" + std::to_string(r.accepted) + ", bonus=" + std::to_string(r.bonus) + ")";
-        });
+    bind_result<result>(m, "VerifyResult", "Outcome of verifying one draft.", old_form::none,
+                        result_field{"accepted", &result::accepted, "Draft tokens accepted."},
+                        result_field{"bonus", &result::bonus, "The model's own next token after them."},
+                        result_field{"path", [](const result& r) { return copy_out(std::span<const std::int32_t>(r.path)); },
+                                     "Tree only: accepted node indices, root first."});
     m.def("verify_chain",
           [](py::handle draft_tokens, py::handle predictions) {
               const tokens_view d(draft_tokens, "draft"), p(predictions, "predictions");
@@ -648,6 +653,7 @@ void bind_draft(py::module_ m) {
     bind_automaton(m);
     bind_publisher(m);  // before History, whose start_publisher returns it
     bind_history(m);
+    bind_draft_results(m);
     bind_drafter(m);
     bind_costs(m);
     bind_speculator(m);

@@ -1,7 +1,9 @@
 // The `frugal._frugal` extension module: frugal's exceptions as Python exceptions, and one
 // submodule per C++ module (frugal.draft, frugal.cache, ...), each bound in its own file.
 
+#include <cstdint>
 #include <exception>
+#include <string>
 
 #include <frugal/core/version.hpp>
 
@@ -18,6 +20,51 @@ py::module_ submodule(py::module_& parent, const char* name, const char* doc) {
 }
 
 namespace {
+PyObject* bfloat16_instance = nullptr;  // kept for the process, as the module's other constants
+}  // namespace
+
+py::object bfloat16_object() { return py::reinterpret_borrow<py::object>(bfloat16_instance); }
+
+std::string dtype_name_of(py::handle dtype) {
+    if (py::isinstance<bfloat16_dtype>(dtype)) return "bfloat16";
+    try {
+        return py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype)).attr("name").cast<std::string>();
+    } catch (py::error_already_set&) {
+        throw py::type_error("not a dtype: " + py::repr(dtype).cast<std::string>() +
+                             " (give numpy.float32, numpy.float16 or frugal.bfloat16)");
+    }
+}
+
+namespace {
+
+void bind_bfloat16(py::module_& m) {
+    py::class_<bfloat16_dtype>(m, "BFloat16", R"doc(
+The type of frugal.bfloat16: the bfloat16 dtype wherever frugal takes a dtype, beside
+numpy.float32 and numpy.float16. numpy has no bfloat16, so bfloat16 arrays are uint16 arrays
+holding the bits (from PyTorch: t.view(torch.int16).numpy().view(numpy.uint16)); numpy reads
+frugal.bfloat16 as that uint16 dtype.
+
+    plan = attention.BatchPlan(..., dtype=frugal.bfloat16)
+    out = numpy.empty((tokens, heads, dim), frugal.bfloat16)    # a uint16 array for bfloat16 bits
+)doc")
+        .def_property_readonly("name", [](const bfloat16_dtype&) { return "bfloat16"; })
+        .def_property_readonly("itemsize", [](const bfloat16_dtype&) { return 2; })
+        .def_property_readonly("dtype", [](const bfloat16_dtype&) { return py::dtype::of<std::uint16_t>(); },
+                               "The numpy dtype of bfloat16 arrays: uint16 (the bits).")
+        .def("__repr__", [](const bfloat16_dtype&) { return "frugal.bfloat16"; })
+        .def("__hash__", [](const bfloat16_dtype&) { return py::hash(py::str("bfloat16")); })
+        .def("__eq__", [](const bfloat16_dtype&, py::handle other) {
+            if (py::isinstance<bfloat16_dtype>(other)) return true;
+            if (py::isinstance<py::str>(other) && other.cast<std::string>() == "bfloat16") {
+                warn_deprecated("comparing frugal.bfloat16 with the string \"bfloat16\" is deprecated: compare with "
+                                "frugal.bfloat16");
+                return true;
+            }
+            return false;
+        });
+    bfloat16_instance = py::cast(bfloat16_dtype{}).release().ptr();
+    m.attr("bfloat16") = bfloat16_object();
+}
 
 // `frugal.Error` and its subclasses, each also the built-in exception that fits, so
 // `except ValueError` keeps working. Created once, kept for the translator.
@@ -66,6 +113,7 @@ PYBIND11_MODULE(_frugal, m) {
         }
     });
 
+    fp::bind_bfloat16(m);
     fp::bind_draft(fp::submodule(m, "draft", "Speculative drafting: suffix automaton, drafter, history, verification."));
     fp::bind_cache(fp::submodule(m, "cache", "Caches: eviction policies, the prefix tree, the semantic cache."));
     fp::bind_prune(fp::submodule(m, "prune", "Progressive cluster pruning of reranker candidates (GRATING)."));

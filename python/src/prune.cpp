@@ -40,6 +40,12 @@ struct py_kmeans {
     busy_flag busy;
 };
 
+// ClusterPruner.decide's result (PruneDecision).
+struct decision {
+    prune_step step;
+    py::object routes;
+};
+
 struct py_pruner {
     explicit py_pruner(const cluster_pruner_options& o) : pruner(o) {}
     cluster_pruner pruner;
@@ -116,40 +122,45 @@ void bind_enums_and_results(py::module_& m) {
         .value("deferred", route::deferred)
         .value("selected", route::selected)
         .value("dropped", route::dropped);
-    py::class_<prune_step>(m, "PruneStep", "The outcome of one pruning decision.")
-        .def_readonly("triggered", &prune_step::triggered)
-        .def_readonly("done", &prune_step::done)
-        .def_readonly("dispersion", &prune_step::dispersion)
-        .def_readonly("clusters", &prune_step::clusters)
-        .def_readonly("selected", &prune_step::selected)
-        .def_readonly("deferred", &prune_step::deferred)
-        .def_readonly("dropped", &prune_step::dropped);
-    py::class_<layer_stats>(m, "LayerStats", "What happened at one layer of progressive_rank.")
-        .def_readonly("layer", &layer_stats::layer)
-        .def_readonly("active", &layer_stats::active)
-        .def_readonly("selected", &layer_stats::selected)
-        .def_readonly("dropped", &layer_stats::dropped)
-        .def_readonly("chunks", &layer_stats::chunks)
-        .def_readonly("chunk_size", &layer_stats::chunk_size)
-        .def_readonly("triggered", &layer_stats::triggered)
-        .def_readonly("dispersion", &layer_stats::dispersion);
-    py::class_<threshold_point>(m, "ThresholdPoint", "One point of a threshold sweep.")
-        .def_readonly("threshold", &threshold_point::threshold)
-        .def_readonly("precision_at_k", &threshold_point::precision_at_k)
-        .def_readonly("layer_compute_saved", &threshold_point::layer_compute_saved);
-    py::class_<calibration_result>(m, "CalibrationResult", "The outcome of calibrate_threshold.")
-        .def_readonly("threshold", &calibration_result::threshold)
-        .def_readonly("met", &calibration_result::met)
-        .def_readonly("chosen", &calibration_result::chosen)
-        .def_readonly("curve", &calibration_result::curve);
-    py::class_<pruning_evaluation>(m, "PruningEvaluation", "Precision and compute of a policy replayed over trajectories.")
-        .def_readonly("queries", &pruning_evaluation::queries)
-        .def_readonly("k", &pruning_evaluation::k)
-        .def_readonly("precision_at_k", &pruning_evaluation::precision_at_k)
-        .def_readonly("layer_compute_saved", &pruning_evaluation::layer_compute_saved)
-        .def_property_readonly("mean_active_per_layer",
-                               [](const pruning_evaluation& e) { return copy_out(std::span<const double>(e.mean_active_per_layer)); })
-        .def_property_readonly("query_loss", [](const pruning_evaluation& e) { return copy_out(std::span<const double>(e.query_loss)); });
+    bind_result<prune_step>(m, "PruneStep", "The outcome of one pruning decision.", old_form::none,
+                            result_field{"triggered", &prune_step::triggered}, result_field{"done", &prune_step::done},
+                            result_field{"dispersion", &prune_step::dispersion},
+                            result_field{"clusters", &prune_step::clusters},
+                            result_field{"selected", &prune_step::selected},
+                            result_field{"deferred", &prune_step::deferred},
+                            result_field{"dropped", &prune_step::dropped});
+    bind_result<decision>(m, "PruneDecision", R"doc(
+ClusterPruner.decide's outcome: the step and each candidate's route (a uint8 array of Route values).
+
+    d = pruner.decide(scores, open_slots=10)
+    keep = scores[d.routes != int(Route.dropped)]
+)doc",
+                          old_form::tuple, result_field{"step", &decision::step},
+                          result_field{"routes", &decision::routes, "uint8 Route values, one per score."});
+    bind_result<layer_stats>(m, "LayerStats", "What happened at one layer of progressive_rank.", old_form::none,
+                             result_field{"layer", &layer_stats::layer}, result_field{"active", &layer_stats::active},
+                             result_field{"selected", &layer_stats::selected},
+                             result_field{"dropped", &layer_stats::dropped}, result_field{"chunks", &layer_stats::chunks},
+                             result_field{"chunk_size", &layer_stats::chunk_size},
+                             result_field{"triggered", &layer_stats::triggered},
+                             result_field{"dispersion", &layer_stats::dispersion});
+    bind_result<threshold_point>(m, "ThresholdPoint", "One point of a threshold sweep.", old_form::none,
+                                 result_field{"threshold", &threshold_point::threshold},
+                                 result_field{"precision_at_k", &threshold_point::precision_at_k},
+                                 result_field{"layer_compute_saved", &threshold_point::layer_compute_saved});
+    bind_result<calibration_result>(m, "CalibrationResult", "The outcome of calibrate_threshold.", old_form::none,
+                                    result_field{"threshold", &calibration_result::threshold},
+                                    result_field{"met", &calibration_result::met},
+                                    result_field{"chosen", &calibration_result::chosen},
+                                    result_field{"curve", &calibration_result::curve});
+    bind_result<pruning_evaluation>(
+        m, "PruningEvaluation", "Precision and compute of a policy replayed over trajectories.", old_form::none,
+        result_field{"queries", &pruning_evaluation::queries}, result_field{"k", &pruning_evaluation::k},
+        result_field{"precision_at_k", &pruning_evaluation::precision_at_k},
+        result_field{"layer_compute_saved", &pruning_evaluation::layer_compute_saved},
+        result_field{"mean_active_per_layer",
+                     [](const pruning_evaluation& e) { return copy_out(std::span<const double>(e.mean_active_per_layer)); }},
+        result_field{"query_loss", [](const pruning_evaluation& e) { return copy_out(std::span<const double>(e.query_loss)); }});
 }
 
 // A read-only numpy view of a vector inside a bound object, keeping the object alive.
@@ -161,13 +172,15 @@ py::array_t<T> view_of(const std::vector<T>& v, py::handle owner) {
 }
 
 void bind_kmeans(py::module_& m) {
-    py::class_<kmeans1d_result>(m, "KMeansResult", "An optimal 1-D clustering; clusters in ascending order of their means.")
-        .def_property_readonly("labels", [](py::object r) { return view_of(r.cast<const kmeans1d_result&>().labels, r); }, "Cluster of each input.")
-        .def_property_readonly("centroids", [](py::object r) { return view_of(r.cast<const kmeans1d_result&>().centroids, r); })
-        .def_property_readonly("sizes", [](py::object r) { return view_of(r.cast<const kmeans1d_result&>().sizes, r); })
-        .def_property_readonly("withinss", [](py::object r) { return view_of(r.cast<const kmeans1d_result&>().withinss, r); },
-                               "Within-cluster sums of squared deviations.")
-        .def_readonly("sse", &kmeans1d_result::sse, "Total within-cluster sum of squares.");
+    using km = kmeans1d_result;
+    bind_result<km>(m, "KMeansResult", "An optimal 1-D clustering; clusters in ascending order of their means.", old_form::none,
+                    result_field{"labels", [](py::object r) { return view_of(r.cast<const km&>().labels, r); },
+                                 "Cluster of each input."},
+                    result_field{"centroids", [](py::object r) { return view_of(r.cast<const km&>().centroids, r); }},
+                    result_field{"sizes", [](py::object r) { return view_of(r.cast<const km&>().sizes, r); }},
+                    result_field{"withinss", [](py::object r) { return view_of(r.cast<const km&>().withinss, r); },
+                                 "Within-cluster sums of squared deviations."},
+                    result_field{"sse", &km::sse, "Total within-cluster sum of squares."});
     m.def("dispersion",
           [](py::handle scores, dispersion_measure measure, double mean_floor) {
               return with_scores(scores, "scores", [&](auto s) {
@@ -209,31 +222,15 @@ Exact 1-D k-means for every k up to k_max in one dynamic program; reuses its buf
                  });
              },
              py::arg("scores"), py::arg("k_max"), "Solves the DP for k = 1..min(k_max, n).")
-        .def("sse", [](py_kmeans& self, std::size_t k) {
-                 busy_flag::guard g(self.busy, "KMeans1D.sse");
-                 return self.km.sse(k);
-             }, py::arg("k"), "Minimal total within-cluster sum of squares with k clusters.")
-        .def("bic", [](py_kmeans& self, std::size_t k) {
-                 busy_flag::guard g(self.busy, "KMeans1D.bic");
-                 return self.km.bic(k);
-             }, py::arg("k"), "BIC of the k-cluster solution (Ckmeans.1d.dp's; larger is better).")
-        .def("select_k_bic", [](py_kmeans& self) {
-                 busy_flag::guard g(self.busy, "KMeans1D.select_k_bic");
-                 return self.km.select_k_bic();
-             }, "The k with the largest BIC.")
-        .def("clustering", [](py_kmeans& self, std::size_t k) {
-                 busy_flag::guard g(self.busy, "KMeans1D.clustering");
-                 return self.km.clustering(k);
-             }, py::arg("k"), "The optimal clustering with k clusters (as kmeans1d_optimal).")
-        .def_property_readonly("order", [](py_kmeans& self) {
-                 busy_flag::guard g(self.busy, "KMeans1D.order");
-                 return copy_out(self.km.order());
-             }, "Input positions in ascending score order.")
-        .def_property_readonly("k_max", [](py_kmeans& self) {
-            return with_busy(self.busy, "KMeans1D.k_max", [&] { return self.km.k_max(); });
-        })
-        .def("__len__",
-             [](py_kmeans& self) { return with_busy(self.busy, "KMeans1D.__len__", [&] { return self.km.size(); }); });
+        .def("sse", busy_method<&py_kmeans::km>(&kmeans1d::sse, "KMeans1D.sse"), py::arg("k"), "Minimal total within-cluster sum of squares with k clusters.")
+        .def("bic", busy_method<&py_kmeans::km>(&kmeans1d::bic, "KMeans1D.bic"), py::arg("k"), "BIC of the k-cluster solution (Ckmeans.1d.dp's; larger is better).")
+        .def("select_k_bic", busy_method<&py_kmeans::km>(&kmeans1d::select_k_bic, "KMeans1D.select_k_bic"), "The k with the largest BIC.")
+        .def("clustering", busy_method<&py_kmeans::km>(&kmeans1d::clustering, "KMeans1D.clustering"), py::arg("k"), "The optimal clustering with k clusters (as kmeans1d_optimal).")
+        .def_property_readonly("order", busy_method<&py_kmeans::km>(&kmeans1d::order, "KMeans1D.order",
+                                                                    [](auto span) { return copy_out(span); }),
+                               "Input positions in ascending score order.")
+        .def_property_readonly("k_max", busy_method<&py_kmeans::km>(&kmeans1d::k_max, "KMeans1D.k_max"))
+        .def("__len__", busy_method<&py_kmeans::km>(&kmeans1d::size, "KMeans1D.__len__"));
 }
 
 void bind_pruner(py::module_& m) {
@@ -255,7 +252,7 @@ scores exceeds the threshold, they are clustered by exact 1-D k-means and routed
 clusters around the one holding the K-th candidate.
 
     pruner = ClusterPruner(threshold=0.3)
-    step, routes = pruner.decide(scores, open_slots=10)   # routes: uint8 values of Route
+    d = pruner.decide(scores, open_slots=10)   # d.step: PruneStep; d.routes: uint8 values of Route
 )doc");
     pruner.def(py::init<const cluster_pruner_options&>(), py::arg("options"));
     def_options_init(pruner);
@@ -271,11 +268,11 @@ clusters around the one holding the K-th candidate.
                      return self.pruner.decide(s.span(), open_slots,
                                                std::span<route>(reinterpret_cast<route*>(r.data()), r.size()));
                  });
-                 return py::make_tuple(step, r.array());
+                 return decision{step, r.array()};
              },
              py::arg("scores"), py::arg("open_slots"), py::arg("out") = py::none(),
-             "One decision over the active candidates' float32 scores: (PruneStep, routes), routes a uint8 array "
-             "of Route values (written into `out` when given).")
+             "One decision over the active candidates' float32 scores: PruneDecision(step, routes), routes a uint8 "
+             "array of Route values (written into `out` when given).")
         .def("reset", [](py_pruner& self) {
                  busy_flag::guard g(self.busy, "ClusterPruner.reset");
                  self.pruner.reset();
@@ -377,14 +374,15 @@ void bind_ranker(py::module_& m) {
              py::kw_only(), py::arg("per_token_seconds"), py::arg("min_chunk_seconds"),
              py::arg("intermediate_bytes_per_token"), py::arg("next_layer_load_seconds"), py::arg("memory_limit_bytes"));
 
-    py::class_<progressive_ranking>(m, "ProgressiveRanking", "The outcome of progressive_rank.")
-        .def_property_readonly("top", [](const progressive_ranking& r) { return copy_out(std::span<const std::size_t>(r.top)); },
-                               "The K ids: early-selected first, then by final score.")
-        .def_property_readonly("scores", [](const progressive_ranking& r) { return copy_out(std::span<const float>(r.scores)); },
-                               "Final-layer score of each id in top (NaN for ids selected early).")
-        .def_readonly("layers", &progressive_ranking::layers)
-        .def_readonly("candidate_layers_computed", &progressive_ranking::candidate_layers_computed)
-        .def_readonly("candidate_layers_skipped", &progressive_ranking::candidate_layers_skipped);
+    using ranking = progressive_ranking;
+    bind_result<ranking>(m, "ProgressiveRanking", "The outcome of progressive_rank.", old_form::none,
+                         result_field{"top", [](const ranking& r) { return copy_out(std::span<const std::size_t>(r.top)); },
+                                      "The K ids: early-selected first, then by final score."},
+                         result_field{"scores", [](const ranking& r) { return copy_out(std::span<const float>(r.scores)); },
+                                      "Final-layer score of each id in top (NaN for ids selected early)."},
+                         result_field{"layers", &ranking::layers},
+                         result_field{"candidate_layers_computed", &ranking::candidate_layers_computed},
+                         result_field{"candidate_layers_skipped", &ranking::candidate_layers_skipped});
 
     m.def("progressive_rank",
           [](py::object model, std::size_t pool, std::size_t k, py_pruner& policy, std::size_t chunk_size,

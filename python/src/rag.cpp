@@ -365,29 +365,13 @@ public:
         return calling("generator.length",
                        [&] { return static_cast<std::size_t>(index_of(length_(state_object(s), node_object(n)), "generator.length")); });
     }
-    void commit(rag_state& s, const rag_node& n) {
-        const callback_scope scope(owner_, false);
-        py::gil_scoped_acquire gil;
-        calling("generator.commit", [&] {
-            const py::object st = state_object(s);
-            commit_(st, node_object(n));
-            copy_back(s, st);
-        });
-    }
+    void commit(rag_state& s, const rag_node& n) { on_state("generator.commit", commit_, s, n); }
     void discard(std::size_t request) {
         const callback_scope scope(owner_, false);
         py::gil_scoped_acquire gil;
         calling("generator.discard", [&] { discard_(request); });
     }
-    void preview(rag_state& s, const rag_node& n) const {
-        const callback_scope scope(owner_, false);
-        py::gil_scoped_acquire gil;
-        calling("generator.preview", [&] {
-            const py::object st = state_object(s);
-            preview_(st, node_object(n));
-            copy_back(s, st);
-        });
-    }
+    void preview(rag_state& s, const rag_node& n) const { on_state("generator.preview", preview_, s, n); }
     bool stopped(std::size_t request) const {
         if (!has_stopped()) return false;
         const callback_scope scope(owner_, true);
@@ -400,6 +384,17 @@ public:
     [[nodiscard]] const py::object& object() const noexcept { return object_; }
 
 private:
+    // method(state, node) on the State object of `s`, whose changes are copied back to it.
+    void on_state(const char* who, const py::object& method, rag_state& s, const rag_node& n) const {
+        const callback_scope scope(owner_, false);
+        py::gil_scoped_acquire gil;
+        calling(who, [&] {
+            const py::object st = state_object(s);
+            method(st, node_object(n));
+            copy_back(s, st);
+        });
+    }
+
     const void* owner_;
     py::object object_, step_, step_time_, length_, commit_, discard_, preview_, stopped_;
 };
@@ -819,55 +814,55 @@ bool future_done(const py_future& f) {
 py::dict json_dict(const std::string& json) { return py::module_::import("json").attr("loads")(json); }
 
 void bind_metrics(py::module_& m) {
-    py::class_<rag_request_metrics>(m, "RequestMetrics", R"doc(
+    using request = rag_request_metrics;
+    bind_result<request>(m, "RequestMetrics", R"doc(
 What the runtime measured of one request, in ms (Result.metrics).
 
     r = runtime.submit(graph, "What is RAG?").result()
     r.metrics.end_to_end_ms, r.metrics.first_token_ms   # -1: no token was decoded
     r.metrics.to_json()                                 # '{"queued_ms": 0.01, ...}'
-)doc")
-        .def_readonly("queued_ms", &rag_request_metrics::queued_ms, "Submitted until admitted (the admission limit).")
-        .def_readonly("generation_ms", &rag_request_metrics::generation_ms, "In generation batches.")
-        .def_readonly("retrieval_ms", &rag_request_metrics::retrieval_ms, "In retrieval batches.")
-        .def_readonly("first_token_ms", &rag_request_metrics::first_token_ms,
-                      "Submitted until its last generation's first decode step ended (-1: none).")
-        .def_readonly("end_to_end_ms", &rag_request_metrics::end_to_end_ms, "Submitted until it ended.")
-        .def_readonly("decode_steps", &rag_request_metrics::decode_steps)
-        .def_readonly("retrieval_substages", &rag_request_metrics::retrieval_substages)
-        .def("to_json", [](const rag_request_metrics& r) { return to_json(r); },
+)doc",
+                         old_form::none,
+                         result_field{"queued_ms", &request::queued_ms, "Submitted until admitted (the admission limit)."},
+                         result_field{"generation_ms", &request::generation_ms, "In generation batches."},
+                         result_field{"retrieval_ms", &request::retrieval_ms, "In retrieval batches."},
+                         result_field{"first_token_ms", &request::first_token_ms,
+                                      "Submitted until its last generation's first decode step ended (-1: none)."},
+                         result_field{"end_to_end_ms", &request::end_to_end_ms, "Submitted until it ended."},
+                         result_field{"decode_steps", &request::decode_steps},
+                         result_field{"retrieval_substages", &request::retrieval_substages})
+        .def("to_json", [](const request& r) { return to_json(r); },
              "One JSON object (the C++ to_json).\n\n    log.write(result.metrics.to_json())")
-        .def("to_dict", [](const rag_request_metrics& r) { return json_dict(to_json(r)); },
-             "The fields as a dict.\n\n    rows.append(result.metrics.to_dict())")
-        .def("__repr__", [](const rag_request_metrics& r) { return "RequestMetrics(" + to_json(r) + ")"; });
+        .def("to_dict", [](const request& r) { return json_dict(to_json(r)); },
+             "The fields as a dict.\n\n    rows.append(result.metrics.to_dict())");
 
-    py::class_<rag_runtime_metrics>(m, "RuntimeMetrics", R"doc(
+    using runtime = rag_runtime_metrics;
+    const char* per_batch = "Requests per batch.";
+    const char* busy = "Fraction of elapsed with a batch in flight.";
+    bind_result<runtime>(m, "RuntimeMetrics", R"doc(
 What a Runtime measured of its two sides and its requests so far (Runtime.metrics()).
 
     m = runtime.metrics()
     m.generation_busy, m.generation_batch_mean, m.finished + m.failed
     json.loads(m.to_json())
-)doc")
-        .def_readonly("elapsed_ms", &rag_runtime_metrics::elapsed_ms, "Since the runtime started.")
-        .def_readonly("generation_busy", &rag_runtime_metrics::generation_busy, "Fraction of elapsed with a batch in flight.")
-        .def_readonly("retrieval_busy", &rag_runtime_metrics::retrieval_busy, "Fraction of elapsed with a batch in flight.")
-        .def_readonly("generation_batches", &rag_runtime_metrics::generation_batches)
-        .def_readonly("retrieval_batches", &rag_runtime_metrics::retrieval_batches)
-        .def_readonly("generation_batch_mean", &rag_runtime_metrics::generation_batch_mean, "Requests per batch.")
-        .def_readonly("retrieval_batch_mean", &rag_runtime_metrics::retrieval_batch_mean, "Requests per batch.")
-        .def_readonly("generation_batch_max", &rag_runtime_metrics::generation_batch_max)
-        .def_readonly("retrieval_batch_max", &rag_runtime_metrics::retrieval_batch_max)
-        .def_readonly("submitted", &rag_runtime_metrics::submitted)
-        .def_readonly("in_flight", &rag_runtime_metrics::in_flight)
-        .def_readonly("queued", &rag_runtime_metrics::queued)
-        .def_readonly("finished", &rag_runtime_metrics::finished)
-        .def_readonly("cancelled", &rag_runtime_metrics::cancelled)
-        .def_readonly("timed_out", &rag_runtime_metrics::timed_out)
-        .def_readonly("failed", &rag_runtime_metrics::failed)
-        .def("to_json", [](const rag_runtime_metrics& r) { return to_json(r); },
+)doc",
+                         old_form::none, result_field{"elapsed_ms", &runtime::elapsed_ms, "Since the runtime started."},
+                         result_field{"generation_busy", &runtime::generation_busy, busy},
+                         result_field{"retrieval_busy", &runtime::retrieval_busy, busy},
+                         result_field{"generation_batches", &runtime::generation_batches},
+                         result_field{"retrieval_batches", &runtime::retrieval_batches},
+                         result_field{"generation_batch_mean", &runtime::generation_batch_mean, per_batch},
+                         result_field{"retrieval_batch_mean", &runtime::retrieval_batch_mean, per_batch},
+                         result_field{"generation_batch_max", &runtime::generation_batch_max},
+                         result_field{"retrieval_batch_max", &runtime::retrieval_batch_max},
+                         result_field{"submitted", &runtime::submitted}, result_field{"in_flight", &runtime::in_flight},
+                         result_field{"queued", &runtime::queued}, result_field{"finished", &runtime::finished},
+                         result_field{"cancelled", &runtime::cancelled}, result_field{"timed_out", &runtime::timed_out},
+                         result_field{"failed", &runtime::failed})
+        .def("to_json", [](const runtime& r) { return to_json(r); },
              "One JSON object (the C++ to_json).\n\n    print(runtime.metrics().to_json())")
-        .def("to_dict", [](const rag_runtime_metrics& r) { return json_dict(to_json(r)); },
-             "The fields as a dict.\n\n    busy = runtime.metrics().to_dict()[\"generation_busy\"]")
-        .def("__repr__", [](const rag_runtime_metrics& r) { return "RuntimeMetrics(" + to_json(r) + ")"; });
+        .def("to_dict", [](const runtime& r) { return json_dict(to_json(r)); },
+             "The fields as a dict.\n\n    busy = runtime.metrics().to_dict()[\"generation_busy\"]");
 }
 
 // ---- states, nodes, graphs ---------------------------------------------------------------
@@ -1003,6 +998,20 @@ user nodes write into `input`, `texts` and `values` is copied back.
         });
 }
 
+// Binds the workflow builder `name`: make(own..., lengths) with its own arguments first (`own`,
+// positional or keyword), then the lengths every workflow takes as keywords (hypothesis, answer,
+// prompt; the C++ defaults).
+template <class... Own, class Make, class... OwnArgs>
+void bind_workflow(py::module_& m, const char* name, const char* doc, Make make, OwnArgs... own) {
+    const rag_workflow_lengths d;
+    m.def(name,
+          [make](Own... args, std::size_t hypothesis, std::size_t answer, std::size_t prompt) {
+              return graph_of(make(args..., rag_workflow_lengths{hypothesis, answer, prompt}));
+          },
+          own..., py::kw_only(), py::arg("hypothesis") = d.hypothesis, py::arg("answer") = d.answer,
+          py::arg("prompt") = d.prompt, doc);
+}
+
 void bind_graph(py::module_& m) {
     m.attr("START") = py::int_(rag_start);
     m.attr("END") = py::int_(rag_end);
@@ -1011,24 +1020,16 @@ void bind_graph(py::module_& m) {
         .value("retrieval", rag_node_kind::retrieval)
         .value("user", rag_node_kind::user);
 
-    py::class_<py_node>(m, "Node", R"doc(
+    bind_result<py_node>(m, "Node", R"doc(
 One node of a Graph as callbacks see it (generator.length(state, node), commit, query_of):
 its id, kind, name, decode steps (`tokens`) and `prompt_tokens` for generation, `top_k` for
 retrieval.
 
     node = graph.node(1); node.kind == NodeKind.retrieval, node.top_k
-)doc")
-        .def_readonly("id", &py_node::id)
-        .def_readonly("kind", &py_node::kind)
-        .def_readonly("name", &py_node::name)
-        .def_readonly("tokens", &py_node::tokens)
-        .def_readonly("prompt_tokens", &py_node::prompt_tokens)
-        .def_readonly("top_k", &py_node::top_k)
-        .def("__repr__", [](const py_node& n) {
-            const char* kinds[] = {"generation", "retrieval", "user"};
-            return "Node(id=" + std::to_string(n.id) + ", kind=" + kinds[static_cast<int>(n.kind)] + ", name=" +
-                   py::repr(py::str(n.name)).cast<std::string>() + ")";
-        });
+)doc", old_form::none,
+                         result_field{"id", &py_node::id}, result_field{"kind", &py_node::kind},
+                         result_field{"name", &py_node::name}, result_field{"tokens", &py_node::tokens},
+                         result_field{"prompt_tokens", &py_node::prompt_tokens}, result_field{"top_k", &py_node::top_k});
 
     py::class_<py_graph>(m, "Graph", R"doc(
 A RAG workflow (HedraRAG's RAGraph, Listing 1): generation, retrieval and user nodes added by
@@ -1147,40 +1148,30 @@ a router that returns an undeclared node fails its request. Frozen by its first 
         .def_property_readonly("frozen", [](const py_graph& g) { return g.frozen; },
                                "Whether the graph was submitted (it no longer changes).");
 
-    m.def("one_shot_workflow",
-          [](std::size_t top_k, std::size_t hypothesis, std::size_t answer, std::size_t prompt) {
-              return graph_of(one_shot_workflow(top_k, {hypothesis, answer, prompt}));
-          },
-          py::arg("top_k") = 5, py::kw_only(), py::arg("hypothesis") = rag_workflow_lengths{}.hypothesis,
-          py::arg("answer") = rag_workflow_lengths{}.answer, py::arg("prompt") = rag_workflow_lengths{}.prompt,
-          "One-shot: retrieve (node 0, top_k) with the question, then answer (node 1).\n\n    g = one_shot_workflow(5)");
-    m.def("hyde_workflow",
-          [](std::size_t top_k, std::size_t hypothesis, std::size_t answer, std::size_t prompt) {
-              return graph_of(hyde_workflow(top_k, {hypothesis, answer, prompt}));
-          },
-          py::arg("top_k") = 5, py::kw_only(), py::arg("hypothesis") = rag_workflow_lengths{}.hypothesis,
-          py::arg("answer") = rag_workflow_lengths{}.answer, py::arg("prompt") = rag_workflow_lengths{}.prompt,
-          "Listing 1's HyDE: generate a hypothesis (node 0), retrieve with it (node 1), answer (node 2).\n\n"
-          "    g = hyde_workflow(5)");
-    m.def("multistep_workflow",
-          [](std::size_t top_k, std::size_t hypothesis, std::size_t answer, std::size_t prompt, std::size_t max_rounds) {
-              return graph_of(multistep_workflow(top_k, {hypothesis, answer, prompt}, max_rounds));
-          },
-          py::arg("top_k") = 2, py::kw_only(), py::arg("hypothesis") = rag_workflow_lengths{}.hypothesis,
-          py::arg("answer") = rag_workflow_lengths{}.answer, py::arg("prompt") = rag_workflow_lengths{}.prompt,
-          py::arg("max_rounds") = 16,
-          "Listing 1's Multistep: decompose (node 0), then retrieve (node 1) and answer (node 2) once per\n"
-          "sub-question: the router loops while the state's value \"subquestions\" exceeds the answers so\n"
-          "far, at most `max_rounds` times.\n\n"
-          "    g = multistep_workflow(2); runtime.submit(g, State(\"q\", values={\"subquestions\": 3}))");
-    m.def("irg_workflow",
-          [](std::size_t top_k, std::size_t rounds, std::size_t hypothesis, std::size_t answer, std::size_t prompt) {
-              return graph_of(irg_workflow(top_k, rounds, {hypothesis, answer, prompt}));
-          },
-          py::arg("top_k") = 5, py::arg("rounds") = 3, py::kw_only(), py::arg("hypothesis") = rag_workflow_lengths{}.hypothesis,
-          py::arg("answer") = rag_workflow_lengths{}.answer, py::arg("prompt") = rag_workflow_lengths{}.prompt,
-          "IRG: retrieve (node 0), generate (node 1), and again with what was generated, `rounds` times.\n\n"
-          "    g = irg_workflow(5, rounds=3)");
+    bind_workflow<std::size_t>(m, "one_shot_workflow",
+                               "One-shot: retrieve (node 0, top_k) with the question, then answer (node 1).\n\n"
+                               "    g = one_shot_workflow(5)",
+                               [](std::size_t top_k, rag_workflow_lengths l) { return one_shot_workflow(top_k, l); },
+                               py::arg("top_k") = 5);
+    bind_workflow<std::size_t>(m, "hyde_workflow",
+                               "Listing 1's HyDE: generate a hypothesis (node 0), retrieve with it (node 1), answer "
+                               "(node 2).\n\n    g = hyde_workflow(5)",
+                               [](std::size_t top_k, rag_workflow_lengths l) { return hyde_workflow(top_k, l); },
+                               py::arg("top_k") = 5);
+    bind_workflow<std::size_t, std::size_t>(
+        m, "multistep_workflow",
+        "Listing 1's Multistep: decompose (node 0), then retrieve (node 1) and answer (node 2) once per\n"
+        "sub-question: the router loops while the state's value \"subquestions\" exceeds the answers so\n"
+        "far, at most `max_rounds` times.\n\n"
+        "    g = multistep_workflow(2); runtime.submit(g, State(\"q\", values={\"subquestions\": 3}))",
+        [](std::size_t top_k, std::size_t max_rounds, rag_workflow_lengths l) { return multistep_workflow(top_k, l, max_rounds); },
+        py::arg("top_k") = 2, py::arg("max_rounds") = 16);
+    bind_workflow<std::size_t, std::size_t>(
+        m, "irg_workflow",
+        "IRG: retrieve (node 0), generate (node 1), and again with what was generated, `rounds` times.\n\n"
+        "    g = irg_workflow(5, rounds=3)",
+        [](std::size_t top_k, std::size_t rounds, rag_workflow_lengths l) { return irg_workflow(top_k, rounds, l); },
+        py::arg("top_k") = 5, py::arg("rounds") = 3);
 }
 
 // ---- slots, results, the runtime --------------------------------------------------------------
@@ -1253,7 +1244,7 @@ void bind_runtime(py::module_& m) {
         .value("naive_async", rag_policy::naive_async, "Both sides at once, whole retrievals.")
         .value("wavefront", rag_policy::wavefront, "HedraRAG: sub-stages, cluster order, speculation.");
 
-    py::class_<py_result>(m, "Result", R"doc(
+    bind_result<py_result>(m, "Result", R"doc(
 How a request ended: `status`, its final `state`, and when it did not finish, `error` (the
 message) and `exception` (what its callback raised, or frugal's error; None when cancelled or
 timed out); `metrics` (RequestMetrics).
@@ -1261,16 +1252,10 @@ timed out); `metrics` (RequestMetrics).
     r = future.result()
     if r.status == Status.finished: print(r.state.text("answer"), r.metrics.end_to_end_ms)
     else: print(r.status.name, r.error)
-)doc")
-        .def_readonly("status", &py_result::status)
-        .def_readonly("state", &py_result::state)
-        .def_readonly("error", &py_result::error)
-        .def_readonly("exception", &py_result::exception)
-        .def_readonly("metrics", &py_result::metrics)
-        .def("__repr__", [](const py_result& r) {
-            return "Result(status=" + std::string(rag_status_name(r.status)) + ", error=" +
-                   py::repr(py::str(r.error)).cast<std::string>() + ", state=" + py::repr(r.state).cast<std::string>() + ")";
-        });
+)doc", old_form::none,
+                           result_field{"status", &py_result::status}, result_field{"state", &py_result::state},
+                           result_field{"error", &py_result::error}, result_field{"exception", &py_result::exception},
+                           result_field{"metrics", &py_result::metrics});
 
     py::class_<py_future>(m, "Future", R"doc(
 A submitted request (Runtime.submit). Safe to share between threads.

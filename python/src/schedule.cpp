@@ -25,17 +25,24 @@ struct py_timeline {
     busy_flag busy;
 };
 
+// graph_switch_timeline's result (GraphSwitchTimeline): the timeline and its task ids.
+struct switch_timeline {
+    py::object timeline;
+    std::vector<std::size_t> compute_task, load_task;
+};
+
 }  // namespace
 
 void bind_schedule(py::module_ m) {
     py::enum_<resource>(m, "Resource").value("compute", resource::compute).value("io", resource::io);
-    py::class_<timeline_result>(m, "TimelineResult", "Makespan, busy and idle time per resource, peak bytes, task times.")
-        .def_readonly("makespan", &timeline_result::makespan)
-        .def_readonly("peak_resident_bytes", &timeline_result::peak_resident_bytes)
+    bind_result<timeline_result>(
+        m, "TimelineResult", "Makespan, busy and idle time per resource, peak bytes, task times.", old_form::none,
+        result_field{"makespan", &timeline_result::makespan},
+        result_field{"peak_resident_bytes", &timeline_result::peak_resident_bytes},
+        result_field{"start", [](const timeline_result& r) { return copy_out(std::span<const double>(r.start)); }},
+        result_field{"finish", [](const timeline_result& r) { return copy_out(std::span<const double>(r.finish)); }})
         .def("busy_time", &timeline_result::busy_time, py::arg("resource"))
-        .def("idle_time", &timeline_result::idle_time, py::arg("resource"))
-        .def_property_readonly("start", [](const timeline_result& r) { return copy_out(std::span<const double>(r.start)); })
-        .def_property_readonly("finish", [](const timeline_result& r) { return copy_out(std::span<const double>(r.finish)); });
+        .def("idle_time", &timeline_result::idle_time, py::arg("resource"));
     py::class_<py_timeline>(m, "Timeline", R"doc(
 A two-resource schedule (one compute engine, one I/O channel): tasks with a duration,
 dependencies and the bytes they hold, replayed by simulate().
@@ -90,13 +97,25 @@ prefill_compute[i] under G1 and decode_compute[i] under G2; switching block i co
           [plan_of](const graph_switch_problem& p, std::vector<std::size_t> plan) { return graph_switch_makespan(p, plan_of(std::move(plan))); },
           py::arg("problem"), py::arg("plan"), py::call_guard<py::gil_scoped_release>(),
           "The makespan of `plan` replayed on the timeline simulator.");
+    bind_result<switch_timeline>(m, "GraphSwitchTimeline", R"doc(
+A graph-switch plan on the two-resource timeline, and the task ids of its steps.
+
+    t = graph_switch_timeline(problem, plan)
+    t.timeline.simulate().makespan
+)doc",
+                                 old_form::tuple, result_field{"timeline", &switch_timeline::timeline},
+                                 result_field{"compute_task", &switch_timeline::compute_task,
+                                              "Compute of chunk c of block i: task compute_task[c * blocks + i]."},
+                                 result_field{"load_task", &switch_timeline::load_task,
+                                              "The load of block i's decode weights: task load_task[i]."});
     m.def("graph_switch_timeline",
           [plan_of](const graph_switch_problem& p, std::vector<std::size_t> plan) {
               auto s = graph_switch_timeline(p, plan_of(std::move(plan)));
-              return py::make_tuple(std::make_unique<py_timeline>(std::move(s.schedule)), s.compute_task, s.load_task);
+              return switch_timeline{py::cast(std::make_unique<py_timeline>(std::move(s.schedule))), std::move(s.compute_task),
+                                     std::move(s.load_task)};
           },
           py::arg("problem"), py::arg("plan"),
-          "(Timeline, compute_task, load_task): compute (c, i) is compute_task[c * blocks + i].");
+          "GraphSwitchTimeline(timeline, compute_task, load_task): compute (c, i) is compute_task[c * blocks + i].");
 
     py::enum_<placement_objective>(m, "PlacementObjective")
         .value("smallest_first", placement_objective::smallest_first, "The paper: ascending size until one does not fit.")
@@ -107,11 +126,12 @@ prefill_compute[i] under G1 and decode_compute[i] under G2; switching block i co
              py::arg("bytes"), py::arg("blocks"))
         .def_readonly("bytes", &fragment::bytes)
         .def_readonly("blocks", &fragment::blocks);
-    py::class_<placement>(m, "Placement", "The resident fragments, their bytes and the bytes moved per pass for the rest.")
-        .def_readonly("resident", &placement::resident)
-        .def_readonly("resident_bytes", &placement::resident_bytes)
-        .def_readonly("transfer_bytes_per_pass", &placement::transfer_bytes_per_pass)
-        .def_readonly("exact", &placement::exact, "False: greedy by value per byte (the exact table was too large).");
+    bind_result<placement>(m, "Placement", "The resident fragments, their bytes and the bytes moved per pass for the rest.",
+                           old_form::none, result_field{"resident", &placement::resident},
+                           result_field{"resident_bytes", &placement::resident_bytes},
+                           result_field{"transfer_bytes_per_pass", &placement::transfer_bytes_per_pass},
+                           result_field{"exact", &placement::exact,
+                                        "False: greedy by value per byte (the exact table was too large)."});
     m.def("place_fragments",
           [](const std::vector<fragment>& fragments, std::uint64_t limit, placement_objective objective, std::uint64_t max_cells) {
               return place_fragments(fragments, limit, objective, max_cells);

@@ -24,7 +24,7 @@
 #include <frugal/backend/redis/redis_tier.hpp>
 #endif
 
-#include "common.hpp"
+#include "cache.hpp"
 
 namespace frugal::python {
 namespace {
@@ -215,43 +215,17 @@ struct tiered_match : python_lock<tiered_tree> {
 void bind_tiered_prefix_tree(py::module_& m) {
     using T = tiered_tree;
     using M = tiered_match;
-    py::class_<cache::tiered_stats>(m, "TieredStats", "A TieredPrefixTree's counters since it was made.")
-        .def_readonly("pages_from_memory", &cache::tiered_stats::pages_from_memory)
-        .def_readonly("pages_from_tier", &cache::tiered_stats::pages_from_tier)
-        .def_readonly("pages_written", &cache::tiered_stats::pages_written)
-        .def_readonly("write_failures", &cache::tiered_stats::write_failures)
-        .def("__repr__", [](const cache::tiered_stats& s) {
-            return "TieredStats(pages_from_memory=" + std::to_string(s.pages_from_memory) +
-                   ", pages_from_tier=" + std::to_string(s.pages_from_tier) + ", pages_written=" +
-                   std::to_string(s.pages_written) + ", write_failures=" + std::to_string(s.write_failures) + ")";
-        });
-    py::class_<T::tree_type::insert_result>(m, "TieredInsert",
-                                            "What TieredPrefixTree.insert did: key positions [existing, cached) were "
-                                            "added; the rest of the rows went back to the pool.")
-        .def_readonly("existing", &T::tree_type::insert_result::existing)
-        .def_readonly("cached", &T::tree_type::insert_result::cached)
-        .def("__repr__", [](const T::tree_type::insert_result& r) {
-            return "TieredInsert(existing=" + std::to_string(r.existing) + ", cached=" + std::to_string(r.cached) + ")";
-        });
-    py::class_<M>(m, "TieredMatch",
-                  "A request's lock on the pages ready for its prefix (from TieredPrefixTree.match, extended by "
-                  "insert); a context manager that releases it on exit.")
-        .def("__len__", [](M& mt) { return mt.tree->access.use("TieredMatch.__len__", [&] { return mt.lock.length(); }); })
-        .def_property_readonly("pages",
-                               [](M& mt) {
-                                   auto rows = mt.tree->access.use("TieredMatch.pages", [&] {
-                                       std::vector<std::int64_t> out(mt.lock.length());
-                                       for (std::size_t i = 0; i < out.size(); ++i) out[i] = mt.lock.handle(i);
-                                       return out;
-                                   });
-                                   return adopt(std::move(rows));
-                               },
-                               "Rows of the pages array holding the locked pages, in order (int64).")
-        .def_readonly("from_tier", &M::from_tier, "How many of the pages match() loaded from the tier (the last ones).")
-        .def("release", [](M& mt) { mt.tree->access.use("TieredMatch.release", [&] { mt.lock.release(); }); },
-             "Drops the lock; its pages become evictable again.")
-        .def("__enter__", [](M& mt) -> M& { return mt; }, py::return_value_policy::reference_internal)
-        .def("__exit__", [](M& mt, py::args) { mt.tree->access.use("TieredMatch.__exit__", [&] { mt.lock.release(); }); });
+    using stats = cache::tiered_stats;
+    bind_result<stats>(m, "TieredStats", "A TieredPrefixTree's counters since it was made.", old_form::none,
+                       result_field{"pages_from_memory", &stats::pages_from_memory},
+                       result_field{"pages_from_tier", &stats::pages_from_tier},
+                       result_field{"pages_written", &stats::pages_written},
+                       result_field{"write_failures", &stats::write_failures});
+    bind_lock<M>(m, "TieredMatch",
+                 "A request's lock on the pages ready for its prefix (from TieredPrefixTree.match, extended by insert); "
+                 "a context manager that releases it on exit.",
+                 "pages", "Rows of the pages array holding the locked pages, in order (int64).")
+        .def_readonly("from_tier", &M::from_tier, "How many of the pages match() loaded from the tier (the last ones).");
 
     py::class_<T> cls(m, "TieredPrefixTree", R"doc(
 A KV prefix cache in two levels: pages in memory (rows of your `pages` array, at most
@@ -352,12 +326,12 @@ evicts them, at flush() or when the tree goes (write="back"). One thread at a ti
                      const std::size_t first = k.size() - r.size();
                      for (std::size_t i = first; i < k.size(); ++i)
                          if (i < res.existing || i >= res.cached) t.pool.release(r.span()[i - first]);
-                     return res;
+                     return insert_outcome{res.existing, res.cached};
                  });
              },
              py::arg("lock"), py::arg("keys"), py::arg("rows"),
              "Adds the pages in `rows` (from allocate(), filled by you) for keys[len(lock):] under `lock`, which "
-             "then covers them; returns TieredInsert(existing, cached).")
+             "then covers them; returns InsertResult(existing, cached).")
         .def("flush", [](T& t) { return t.use("TieredPrefixTree.flush", [&] { return t.tree.flush(); }); },
              "Writes every page memory holds that the tier lacks (write='back'); returns how many.")
         .def("evict", [](T& t, std::size_t bytes) {
@@ -380,13 +354,22 @@ evicts them, at flush() or when the tree goes (write="back"). One thread at a ti
 
 void bind_tiers(py::module_& m) {
     py::class_<cache::tier_namespace>(m, "TierNamespace", R"doc(
-What a tier's values are: two engines share an entry only when every field is equal.
+What a tier's values are: two engines share an entry only when every field is equal. dtype is a
+dtype (numpy.float16, frugal.bfloat16, ...: kept as its name) or a label str for a format numpy
+does not name; layout is an attention.Layout (kept as its name, "nhd" or "hnd") or a label str.
 
-    ns = TierNamespace("llama-3.2-1b", "bf16", "nhd", page_tokens=64)
+    ns = TierNamespace("llama-3.2-1b", frugal.bfloat16, attention.Layout.nhd, page_tokens=64)
 )doc")
-        .def(py::init([](std::string model, std::string dtype, std::string layout, std::uint32_t page_tokens) {
+        .def(py::init([](std::string model, py::handle dtype, py::handle layout, std::uint32_t page_tokens) {
                  FRUGAL_CHECK(page_tokens > 0, "TierNamespace: page_tokens must be > 0");
-                 return cache::tier_namespace{std::move(model), std::move(dtype), std::move(layout), page_tokens};
+                 std::string dt = py::isinstance<py::str>(dtype) ? dtype.cast<std::string>() : dtype_name_of(dtype);
+                 const py::object layouts = py::module_::import("frugal.attention").attr("Layout");
+                 if (!py::isinstance<py::str>(layout) && !py::isinstance(layout, layouts))
+                     throw py::type_error("TierNamespace: layout must be an attention.Layout or a str, got " +
+                                          py::repr(layout).cast<std::string>());
+                 std::string l = py::isinstance<py::str>(layout) ? layout.cast<std::string>()
+                                                                 : layout.attr("name").cast<std::string>();
+                 return cache::tier_namespace{std::move(model), std::move(dt), std::move(l), page_tokens};
              }),
              py::arg("model"), py::arg("dtype"), py::arg("layout"), py::arg("page_tokens"))
         .def_readonly("model", &cache::tier_namespace::model)
@@ -395,20 +378,14 @@ What a tier's values are: two engines share an entry only when every field is eq
         .def_readonly("page_tokens", &cache::tier_namespace::page_tokens)
         .def_property_readonly("id", &cache::tier_namespace::id);
 
-    py::class_<cache::tier_stats>(m, "TierStats", "A tier's counters since it was opened.")
-        .def_readonly("hits", &cache::tier_stats::hits)
-        .def_readonly("misses", &cache::tier_stats::misses)
-        .def_readonly("puts", &cache::tier_stats::puts)
-        .def_readonly("evictions", &cache::tier_stats::evictions)
-        .def_readonly("refused", &cache::tier_stats::refused, "values found but not whole: read as misses")
-        .def_readonly("errors", &cache::tier_stats::errors, "calls cut short by the storage")
-        .def_readonly("bytes_read", &cache::tier_stats::bytes_read)
-        .def_readonly("bytes_written", &cache::tier_stats::bytes_written)
-        .def("__repr__", [](const cache::tier_stats& s) {
-            return "TierStats(hits=" + std::to_string(s.hits) + ", misses=" + std::to_string(s.misses) +
-                   ", puts=" + std::to_string(s.puts) + ", refused=" + std::to_string(s.refused) +
-                   ", errors=" + std::to_string(s.errors) + ")";
-        });
+    using tier_stats = cache::tier_stats;
+    bind_result<tier_stats>(m, "TierStats", "A tier's counters since it was opened.", old_form::none,
+                            result_field{"hits", &tier_stats::hits}, result_field{"misses", &tier_stats::misses},
+                            result_field{"puts", &tier_stats::puts}, result_field{"evictions", &tier_stats::evictions},
+                            result_field{"refused", &tier_stats::refused, "values found but not whole: read as misses"},
+                            result_field{"errors", &tier_stats::errors, "calls cut short by the storage"},
+                            result_field{"bytes_read", &tier_stats::bytes_read},
+                            result_field{"bytes_written", &tier_stats::bytes_written});
 
     m.def(
         "chunk_keys",

@@ -179,8 +179,7 @@ def test_new_policies_keep_pins_and_report_every_exit(kind, rng):
 def test_hot_calls_take_the_vectorcall_path(name):
     # CPython method descriptors (METH_FASTCALL), not pybind11's generic dispatcher, which
     # alone costs more than a get (docs/python.md's overhead figures).
-    for kind in (cache.LRUCache, cache.S3FIFOCache, cache.SIEVECache):
-        assert type(kind.__dict__[name]) is type(str.upper), (kind, name)
+    assert type(cache.Cache.__dict__[name]) is type(str.upper), name  # inherited by every policy's cache
 
 
 @pytest.mark.parametrize("kind", [cache.LRUCache, cache.S3FIFOCache, cache.WTinyLFUCache])
@@ -269,8 +268,9 @@ def test_mapping_protocol_and_key_types():
         c.get(3, default=1)
     with pytest.raises(OverflowError):
         c.put(3, 3, weight=-1)
+    assert cache.LRUCache.get(cache.LFUCache(1), 3) is None  # every policy's cache is a Cache
     with pytest.raises(TypeError):
-        cache.LRUCache.get(cache.LFUCache(1), 3)  # a method of one policy's class on another's object
+        cache.Cache.get(cache.PrefixTree(10), 3)  # not a Cache
     assert c.put(3, 3, cost=2, weight=1) == cache.PutResult.inserted
     s = c.stats
     assert (s.hits, s.misses) == (2, 2)  # c[1], c[b"\x01"] hit; c[2], get(5) missed (peek is no access)
@@ -439,12 +439,13 @@ class Trie:
         return out
 
 
-TREES = [cache.PrefixTree, cache.LRUPrefixTree, cache.GDSFPrefixTree, cache.S3FIFOPrefixTree]
+POLICIES = list(cache.PrefixTreePolicy.__members__.values())
 
 
-@pytest.mark.parametrize("kind", TREES)
-def test_prefix_tree_matches_a_trie(rng, kind):
-    tree, trie = kind(budget_bytes=1 << 30), Trie()
+@pytest.mark.parametrize("policy", POLICIES)
+def test_prefix_tree_matches_a_trie(rng, policy):
+    tree, trie = cache.PrefixTree(budget_bytes=1 << 30, policy=policy), Trie()
+    assert tree.policy == policy
     for _ in range(300):
         seq = rng.integers(0, 4, int(rng.integers(1, 8))).astype(np.int64)
         ns = int(rng.integers(3))  # equal sequences of different models stay apart
@@ -452,8 +453,8 @@ def test_prefix_tree_matches_a_trie(rng, kind):
             assert m.handles.tolist() == trie.match(seq.tolist(), ns) and m.namespace == ns
         assert tree.cached_length(seq, namespace=ns) == len(trie.match(seq.tolist(), ns))
         handles = rng.integers(0, 1 << 40, len(seq)).astype(np.int64)
-        existing, cached = tree.insert(seq, handles, np.full(len(seq), 10, np.uint64), namespace=ns)
-        assert existing == len(trie.match(seq.tolist(), ns)) and cached == len(seq)
+        r = tree.insert(seq, handles, np.full(len(seq), 10, np.uint64), namespace=ns)
+        assert r.existing == len(trie.match(seq.tolist(), ns)) and r.cached == len(seq)
         trie.insert(seq.tolist(), handles.tolist(), ns)
     assert len(tree) == len(trie.handles) and tree.bytes == 10 * len(tree)
 
@@ -462,7 +463,7 @@ def test_lru_prefix_tree_of_single_chunks_is_an_lru_cache(rng):
     # One-chunk sequences are all leaves: the tree evicts as the OrderedDict LRU model does,
     # a match (then its release) counting as an access.
     evicted = []
-    tree, model = cache.LRUPrefixTree(budget_bytes=10, on_evict=lambda cid, h, b, r: evicted.append((cid, r))), LRUModel(10)
+    tree, model = cache.PrefixTree(budget_bytes=10, policy=cache.PrefixTreePolicy.lru, on_evict=lambda cid, h, b, r: evicted.append((cid, r))), LRUModel(10)
     for i in range(2000):
         k = int(rng.integers(30))
         if tree.cached_length([k]):
@@ -481,7 +482,7 @@ def test_s3fifo_prefix_tree_of_single_chunks_matches_the_model(rng):
     # Insertions only (no hit bumps a counter): the small queue, the ghost and ghost hits
     # entering the main queue decide every eviction.
     evicted = []
-    tree = cache.S3FIFOPrefixTree(budget_bytes=50, on_evict=lambda cid, h, b, r: evicted.append(cid))
+    tree = cache.PrefixTree(budget_bytes=50, policy=cache.PrefixTreePolicy.s3fifo, on_evict=lambda cid, h, b, r: evicted.append(cid))
     model = S3FIFOModel(50)
     for i in range(3000):
         k = int(rng.zipf(1.2)) % 200 if rng.random() < 0.5 else int(rng.integers(200))
@@ -494,22 +495,23 @@ def test_s3fifo_prefix_tree_of_single_chunks_matches_the_model(rng):
 
 def test_prefix_tree_lock_covers_the_chunks_a_request_adds():
     evicted = []
-    tree = cache.LRUPrefixTree(budget_bytes=100, on_evict=lambda cid, h, b, r: evicted.append((cid, b, r)))
+    tree = cache.PrefixTree(budget_bytes=100, policy=cache.PrefixTreePolicy.lru, on_evict=lambda cid, h, b, r: evicted.append((cid, b, r)))
     seq = np.array([1, 2, 3, 4], np.int64)
     tree.insert(seq[:2], [11, 12], np.array([10, 10], np.uint64))
     with tree.match(seq) as lock:
         assert len(lock) == 2 and tree.locked_bytes == 20
-        existing, cached = tree.insert(seq, [0, 0, 13, 14], np.array([99, 99, 10, 10], np.uint64), lock=lock)
-        assert (existing, cached) == (2, 4)  # the cached chunks' values are ignored
+        r = tree.insert(seq, [0, 0, 13, 14], np.array([99, 99, 10, 10], np.uint64), lock=lock)
+        assert (r.existing, r.cached) == (2, 4)  # the cached chunks' values are ignored
+        assert repr(r) == "InsertResult(existing=2, cached=4)"
         assert lock.handles.tolist() == [11, 12, 13, 14] and tree.locked_bytes == 40
         for i in range(30):  # pressure from other requests: the locked path survives it
             tree.insert([100 + i, 200 + i], [i, i], np.array([10, 10], np.uint64))
             assert tree.bytes <= 100 and tree.cached_length(seq) == 4
         before, evicted[:] = tree.bytes, []
-        freed, chunks = tree.evict(1000)  # more than there is: every unlocked chunk
-        assert (freed, chunks) == (before - 40, len(evicted)) and sum(b for _, b, _ in evicted) == freed
+        e = tree.evict(1000)  # more than there is: every unlocked chunk
+        assert (e.bytes, e.chunks) == (before - 40, len(evicted)) and sum(b for _, b, _ in evicted) == e.bytes
         assert all(r == R.capacity for _, _, r in evicted) and tree.bytes == tree.locked_bytes == 40
-        assert tree.insert([7], [7], np.array([61], np.uint64)) == (0, 0)  # cannot fit beside the lock
+        assert tree.insert([7], [7], np.array([61], np.uint64)).cached == 0  # cannot fit beside the lock
         with pytest.raises(frugal.InvalidArgumentError, match="namespace 5 differs"):
             tree.insert(seq, [0] * 4, np.ones(4, np.uint64), namespace=5, lock=lock)
         evicted.clear()
@@ -518,7 +520,8 @@ def test_prefix_tree_lock_covers_the_chunks_a_request_adds():
     assert tree.locked_bytes == 0
     tree.insert([9], [9], np.array([5], np.uint64))
     evicted.clear()
-    assert tree.evict(1) == (10, 1) and evicted == [(4, 10, R.capacity)]  # released before 9 came: least recent
+    e = tree.evict(1)
+    assert (e.bytes, e.chunks) == (10, 1) and evicted == [(4, 10, R.capacity)]  # released before 9 came: least recent
     evicted.clear()
     tree.clear()
     assert len(tree) == 0 and sorted(evicted) == [(1, 10, R.cleared), (2, 10, R.cleared), (3, 10, R.cleared),
@@ -532,7 +535,7 @@ def test_page_keys_are_equal_exactly_for_shared_pages(rng):
     base = rng.integers(0, 50, 37).astype(np.int32)
     keys = cache.page_keys(base, page)
     assert keys.dtype == np.int64 and len(keys) == len(base) // page
-    tree = cache.LRUPrefixTree(budget_bytes=1 << 20)
+    tree = cache.PrefixTree(budget_bytes=1 << 20, policy=cache.PrefixTreePolicy.lru)
     tree.insert(keys, np.arange(len(keys)), np.ones(len(keys), np.uint64))
     for j in range(len(base)):
         other = base.copy()
@@ -547,7 +550,7 @@ def test_page_keys_are_equal_exactly_for_shared_pages(rng):
 
 def test_prefix_tree_budget_pins_and_callbacks(rng, tmp_path):
     evicted = []
-    tree = cache.LRUPrefixTree(budget_bytes=100, on_evict=lambda cid, h, b, r: evicted.append(b))
+    tree = cache.PrefixTree(budget_bytes=100, policy=cache.PrefixTreePolicy.lru, on_evict=lambda cid, h, b, r: evicted.append(b))
     keep = np.array([1, 2, 3], np.int64)
     tree.insert(keep, np.array([11, 12, 13]), np.array([10, 10, 10], np.uint64))
     inserted = 30
@@ -555,13 +558,13 @@ def test_prefix_tree_budget_pins_and_callbacks(rng, tmp_path):
         assert len(m) == 3
         for _ in range(50):
             seq = np.concatenate([[9], rng.integers(0, 50, 3)]).astype(np.int64)
-            existing, cached = tree.insert(seq, np.arange(4), np.full(4, 10, np.uint64))
-            inserted += 10 * (cached - existing)
+            r = tree.insert(seq, np.arange(4), np.full(4, 10, np.uint64))
+            inserted += 10 * (r.cached - r.existing)
             assert tree.bytes <= 100
             assert tree.cached_length(keep) == 3  # pinned: never evicted
     assert inserted - sum(evicted) == tree.bytes
     tree.save(tmp_path / "tree.idx")
-    other = cache.LRUPrefixTree(budget_bytes=100)
+    other = cache.PrefixTree(budget_bytes=100, policy=cache.PrefixTreePolicy.lru)
     other.load(tmp_path / "tree.idx")
     assert len(other) == len(tree) and other.bytes == tree.bytes
     with other.match(keep) as m:
@@ -583,21 +586,22 @@ def test_semantic_cache_against_numpy_cosine(rng):
         best = int(np.argmax(cos))
         hit = bank.lookup("unseen text", query)
         if cos[best] >= 0.8 + 1e-5:
-            assert hit is not None and hit["query"] == f"q{best}" and hit["answer"] == f"a{best}"
-            assert hit["similarity"] == pytest.approx(cos[best], abs=1e-5) and not hit["exact"]
+            assert hit is not None and hit.query == f"q{best}" and hit.answer == f"a{best}"
+            assert hit.similarity == pytest.approx(cos[best], abs=1e-5) and not hit.exact
         elif cos[best] < 0.8 - 1e-5:
             assert hit is None
     exact = bank.lookup("q3", np.ones(dim, np.float32))
-    assert exact["exact"] and exact["id"] == ids[3]
-    assert ids[5] in bank and bank.find(ids[5])["answer"] == "a5"
+    assert exact.exact and exact.id == ids[3] and exact.similarity == pytest.approx(1.0)
+    assert ids[5] in bank and bank.find(ids[5]).answer == "a5"
+    assert repr(bank.find(ids[5])).startswith(f"SemanticEntry(id={ids[5]}, query='q5', answer='a5', chunks=array(")
 
 
 def test_semantic_cache_capacity_and_answers(rng):
     bank = cache.SemanticCache(capacity=3, dim=4, tau=0.99)
     ids = [bank.insert(f"q{i}", np.eye(4, dtype=np.float32)[i % 4] + i) for i in range(4)]
     assert ids[0] not in bank and len(bank) == 3
-    assert bank.find(ids[1])["answer"] is None
-    assert bank.set_answer(ids[1], "later") and bank.find(ids[1])["answer"] == "later"
+    assert bank.find(ids[1]).answer is None
+    assert bank.set_answer(ids[1], "later") and bank.find(ids[1]).answer == "later"
     with pytest.raises(frugal.InvalidArgumentError, match="exactly one of capacity"):
         cache.SemanticCache(dim=4, tau=0.9)
     with pytest.raises(frugal.InvalidArgumentError, match="outside"):
@@ -609,7 +613,7 @@ def test_releasing_a_lock_evicts_nothing_and_the_next_insert_reports_what_the_bu
     # runs inside it). A tree left above a budget lowered under the lock evicts when it next
     # adds a chunk, and on_evict sees those chunks then (finding 11 of the reliability issue).
     seen = []
-    tree = cache.LRUPrefixTree(100, on_evict=lambda cid, handle, nbytes, reason: seen.append((cid, reason)))
+    tree = cache.PrefixTree(100, policy=cache.PrefixTreePolicy.lru, on_evict=lambda cid, handle, nbytes, reason: seen.append((cid, reason)))
     lock = tree.match([])
     tree.insert([1, 2, 3], [11, 12, 13], [20, 20, 20], lock=lock)
     tree.budget = 30  # the locked 60 bytes stay
@@ -620,3 +624,48 @@ def test_releasing_a_lock_evicts_nothing_and_the_next_insert_reports_what_the_bu
     assert tree.bytes <= 30
     assert {cid for cid, _ in seen} >= {3}
     assert all(reason == cache.EvictionReason.capacity for _, reason in seen)
+
+
+def test_every_cache_is_a_cache():
+    kinds = [cache.LRUCache, cache.LFUCache, cache.LFUDACache, cache.GDSFCache, cache.WTinyLFUCache, cache.S3FIFOCache,
+             cache.SIEVECache, cache.ARCCache, cache.LIRSCache, cache.TwoQueueCache]
+    for kind in kinds:
+        c = kind(2)
+        assert isinstance(c, cache.Cache) and kind.__mro__[1] is cache.Cache
+        c[b"k"] = 1
+        assert c.get(b"k") == 1 and c.peek(b"x", 7) == 7 and len(c) == 1 and b"k" in c
+    with pytest.raises(TypeError, match="No constructor defined"):
+        cache.Cache()
+    assert repr(cache.LRUCache(1).stats) == "CacheStats(hits=0, misses=0, bytes_hit=0, insertions=0, hit_ratio=0.0)"
+
+
+def test_previous_names_and_result_forms_warn_and_still_work(rng):
+    # The previous release's prefix-tree classes, and its tuple and dict results, for one release.
+    for old, policy in (("LRUPrefixTree", "lru"), ("GDSFPrefixTree", "gdsf"), ("S3FIFOPrefixTree", "s3fifo")):
+        with pytest.deprecated_call(match=f"{old} is deprecated .* policy=PrefixTreePolicy.{policy}"):
+            kind = getattr(cache, old)
+        tree = kind(budget_bytes=100, on_evict=None)
+        assert isinstance(tree, cache.PrefixTree) and tree.policy == getattr(cache.PrefixTreePolicy, policy)
+        with pytest.deprecated_call(match="PrefixTreeMatch is deprecated"):
+            assert getattr(cache, old + "Match") is cache.PrefixTreeMatch
+        with tree.match([1]) as m:
+            assert isinstance(m, cache.PrefixTreeMatch)
+        r = tree.insert([1, 2], [1, 2], [10, 10])
+        with pytest.deprecated_call(match="InsertResult is no longer a tuple: read its fields by name"):
+            existing, cached = r
+        assert (existing, cached) == (0, 2)
+        with pytest.deprecated_call():
+            assert r == (0, 2) and r[1] == 2 and len(r) == 2
+        with pytest.deprecated_call(match="EvictResult is no longer a tuple"):
+            freed, chunks = tree.evict(10)
+        assert (freed, chunks) == (10, 1)
+    with pytest.deprecated_call(match="TieredInsert is deprecated"):
+        assert cache.TieredInsert is cache.InsertResult
+    bank = cache.SemanticCache(capacity=4, dim=2, tau=0.5)
+    entry = bank.insert("q", np.array([1, 0], np.float32), answer="a")
+    with pytest.deprecated_call(match="SemanticHit is no longer a dict"):
+        assert bank.lookup("q", np.array([1, 0], np.float32))["answer"] == "a"
+    with pytest.deprecated_call(match="SemanticEntry is no longer a dict"):
+        assert bank.find(entry)["query"] == "q"
+    with pytest.deprecated_call(), pytest.raises(KeyError):
+        bank.find(entry)["nothing"]

@@ -110,13 +110,14 @@ def test_chain_follows_the_unique_continuation():
     d.begin(prompt)
     assert d.context_match == 3
     assert d.chain().tolist() == list(range(4, 14))
-    tokens, parents, probs = d.chain_with_probabilities()
-    assert tokens.tolist() == list(range(4, 14)) and parents.tolist() == list(range(-1, 9))
-    assert probs.dtype == np.float32
-    np.testing.assert_allclose(probs, 1.0, rtol=1e-6)
+    c = d.chain_with_probabilities()
+    assert c.tokens.tolist() == list(range(4, 14)) and c.parents.tolist() == list(range(-1, 9))
+    assert c.probabilities.dtype == np.float32 and repr(c).startswith("DraftTree(tokens=array([")
+    np.testing.assert_allclose(c.probabilities, 1.0, rtol=1e-6)
     d = draft.Drafter(max_draft=10)
     d.begin(prompt)
-    tokens, parents, probs = d.chain_with_probabilities()
+    c = d.chain_with_probabilities()
+    tokens, probs = c.tokens, c.probabilities
     assert 0 < len(tokens) <= 10 and tokens.tolist() == list(range(4, 4 + len(tokens)))
     assert np.all((probs > 0) & (probs < 1)) and np.prod(probs, dtype=np.float64) >= d.config.min_path_score
     d.accept([4, 5])
@@ -154,7 +155,8 @@ def test_tree_holds_both_continuations_best_first_with_probabilities():
     d = draft.Drafter(context_escape=1e-9, backoff=False, tree_budget=4, tree_depth=2)
     d.begin([5, 6, 7, 1, 20, 5, 6, 8, 2, 21, 5, 6, 7, 1, 22, 5, 6])
     assert d.context_match == 2
-    tokens, parents, probs = d.tree()
+    t = d.tree()
+    tokens, parents, probs = t.tokens, t.parents, t.probabilities
     assert tokens.dtype == np.int32 and parents.dtype == np.int32 and probs.dtype == np.float32
     assert tokens.tolist() == [7, 1, 8, 2] and parents.tolist() == [-1, 0, -1, 2]
     np.testing.assert_allclose(probs, [2 / 3, 1, 1 / 3, 1], rtol=1e-6)
@@ -164,7 +166,8 @@ def test_tree_children_probabilities_sum_to_at_most_one(rng):
     for _ in range(50):
         d = draft.Drafter(tree_budget=32)
         d.begin(rng.integers(0, 4, 200).astype(np.int32))
-        tokens, parents, probs = d.tree()
+        t = d.tree()
+        tokens, parents, probs = t.tokens, t.parents, t.probabilities
         for node in range(-1, len(tokens)):
             assert probs[parents == node].sum(dtype=np.float64) <= 1 + 1e-5
 
@@ -242,23 +245,24 @@ def test_speculator_batch_equals_one_drafter_per_request(rng):
     appended = {rid: [] for rid in ids}
     for step in range(3):
         got = spec.propose(ids)
-        for rid, (tokens, parents, probs) in zip(ids, got):
+        for rid, d in zip(ids, got):
             want = oracle[rid].tree()
-            assert tokens.tolist() == want[0].tolist() and parents.tolist() == want[1].tolist()
-            np.testing.assert_array_equal(probs, want[2])
+            assert d.tokens.tolist() == want.tokens.tolist() and d.parents.tolist() == want.parents.tolist()
+            np.testing.assert_array_equal(d.probabilities, want.probabilities)
         chains = spec.propose(np.array(ids, np.uint64), tree=False)
-        for rid, (tokens, _, _) in zip(ids, chains):
+        for rid, tokens in zip(ids, (c.tokens for c in chains)):
             assert tokens.tolist() == oracle[rid].chain().tolist()
             accepted = np.append(tokens[:1], np.int32(step))
             spec.append(rid, accepted)
             oracle[rid].accept(accepted)
             appended[rid] += accepted.tolist()
-        tokens, parents, probs, offsets = spec.propose(ids, packed=True)  # the same trees, concatenated
+        packed = spec.propose(ids, packed=True)  # the same trees, concatenated
+        tokens, parents, probs, offsets = packed.tokens, packed.parents, packed.probabilities, packed.offsets
         assert offsets.dtype == np.int64 and offsets[0] == 0 and offsets[-1] == len(tokens) == len(parents)
         for i, rid in enumerate(ids):
             want, (a, b) = oracle[rid].tree(), offsets[i:i + 2]
-            assert tokens[a:b].tolist() == want[0].tolist() and parents[a:b].tolist() == want[1].tolist()
-            np.testing.assert_array_equal(probs[a:b], want[2])
+            assert tokens[a:b].tolist() == want.tokens.tolist() and parents[a:b].tolist() == want.parents.tolist()
+            np.testing.assert_array_equal(probs[a:b], want.probabilities)
     rid = ids[0]
     assert spec.stop(rid).tolist() == appended[rid]  # the output: every token appended since start
     assert rid not in spec and len(spec) == len(ids) - 1
@@ -314,15 +318,15 @@ def test_speculator_sizes_drafts_for_the_batch(rng):
     ids = list(range(8))
     for i in ids:
         spec.start(i, prompt)
-    whole = spec.propose(ids)
+    whole = [(d.tokens, d.parents, d.probabilities) for d in spec.propose(ids)]
     # Below the knee (8 requests x 17 tokens < 149): every drafted node is worth its verification.
-    sized = spec.propose(ids, cost=draft.RooflineCost.h100_7b())
+    sized = [(d.tokens, d.parents, d.probabilities) for d in spec.propose(ids, cost=draft.RooflineCost.h100_7b())]
     for (t, p, _), (wt, wp, _) in zip(sized, whole):
         assert t.tolist() == wt.tolist() and p.tolist() == wp.tolist()
     # A steep cost past the base tokens: the choice beats drafting nothing and everything
     # under its own model (the calibrated probabilities it returns), and keeps trees whole.
     cost = draft.MeasuredCost([(8, 10.0), (12, 10.0), (40, 200.0)])
-    sized = spec.propose(ids, cost=cost)
+    sized = [(d.tokens, d.parents, d.probabilities) for d in spec.propose(ids, cost=cost)]
 
     def rate(drafts):
         kept = sum(len(t) for t, _, _ in drafts)
@@ -340,7 +344,7 @@ def test_speculator_sizes_drafts_for_the_batch(rng):
     class Python:  # any object with step_ms
         def __init__(self, fn):
             self.step_ms = fn
-    assert all(len(t) == 0 for t, _, _ in spec.propose(ids, cost=Python(lambda n: 1.0 if n <= 8 else float("inf"))))
+    assert all(len(d.tokens) == 0 for d in spec.propose(ids, cost=Python(lambda n: 1.0 if n <= 8 else float("inf"))))
     with pytest.raises(frugal.InvalidArgumentError, match=r"decreases: step_ms\(9\) = 1 < step_ms\(8\) = 2"):
         spec.propose(ids, cost=Python(lambda n: 2.0 if n <= 8 else 1.0))
     with pytest.raises(ZeroDivisionError):
@@ -355,6 +359,18 @@ def test_speculator_calibration_learns_from_appended_tokens():
     spec.start(1, prompt)
     assert spec.calibration_observations == 0
     for step in range(4):
-        (tokens, _, _), = spec.propose([1], cost=draft.RooflineCost.h100_7b())
-        spec.append(1, np.append(tokens[:2], np.int32(99 + step)))  # two accepted, then the model's own token
+        d, = spec.propose([1], cost=draft.RooflineCost.h100_7b())
+        spec.append(1, np.append(d.tokens[:2], np.int32(99 + step)))  # two accepted, then the model's own token
     assert spec.calibration_observations > 0
+
+
+def test_draft_results_still_unpack_as_tuples_with_a_warning():
+    spec = draft.Speculator()
+    spec.start(1, [5, 6, 7, 5, 6])
+    d, = spec.propose([1])
+    with pytest.deprecated_call(match="DraftTree is no longer a tuple: read its fields by name"):
+        tokens, parents, probabilities = d
+    assert tokens is d.tokens and parents is d.parents and probabilities is d.probabilities
+    p = spec.propose([1], packed=True)
+    with pytest.deprecated_call(match="PackedDrafts is no longer a tuple"):
+        assert p[3] is p.offsets and len(p) == 4

@@ -107,13 +107,17 @@ def test_cluster_pruner_follows_grating(rng):
             continue
         k_slots = int(rng.integers(1, n))
         pruner = prune.ClusterPruner(threshold=0.2, clusters=3, patience=0, confirmations=0)
-        step, routes = pruner.decide(scores, k_slots)
+        d = pruner.decide(scores, k_slots)
+        step, routes = d.step, d.routes
         assert routes.dtype == np.uint8
         assert routes.tolist() == grating_routes(scores, k_slots, 0.2, 3).tolist()
         assert step.selected == (routes == 1).sum() and step.dropped == (routes == 2).sum()
     out = np.empty(4, np.uint8)
-    _, routes = prune.ClusterPruner().decide(np.array([1, 2, 3, 4], np.float32), 2, out=out)
-    assert routes is out
+    d = prune.ClusterPruner().decide(np.array([1, 2, 3, 4], np.float32), 2, out=out)
+    assert d.routes is out and repr(d).startswith("PruneDecision(step=PruneStep(triggered=")
+    with pytest.deprecated_call(match="PruneDecision is no longer a tuple"):
+        step, routes = d  # the previous release's tuple, for one more release
+    assert routes is out and step.selected == d.step.selected
     with pytest.raises(frugal.InvalidArgumentError, match="K = 5 open slots exceed the 4 active candidates"):
         prune.ClusterPruner().decide(np.ones(4, np.float32), 5)
 
@@ -212,5 +216,5 @@ def test_an_object_in_use_refuses_a_second_caller():
             pruner.decide(np.array([1.0, 2.0], np.float32), 1)
     with pytest.raises(frugal.RuntimeFailureError, match="ClusterPruner.decide: used from two threads at once, or re-entered from a callback"):
         prune.progressive_rank(Meddling(np.ones(4), 3, 0), 4, 2, pruner)
-    step, _ = pruner.decide(np.array([1.0, 2.0], np.float32), 1)  # released again
+    step = pruner.decide(np.array([1.0, 2.0], np.float32), 1).step  # released again
     assert step.selected + step.deferred + step.dropped == 2

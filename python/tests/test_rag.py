@@ -968,7 +968,7 @@ def test_metrics_as_attributes_json_and_dicts():
     md = m.to_dict()
     assert md == json.loads(m.to_json()) and md["finished"] == m.finished == 1
     assert 0 < m.generation_busy <= 1 and m.generation_batches >= 1 and m.retrieval_batches >= 1
-    assert "RuntimeMetrics(" in repr(m) and "Result(status=finished" in repr(r)
+    assert "RuntimeMetrics(elapsed_ms=" in repr(m) and "Result(status=<Status.finished: 0>" in repr(r)
 
 
 # ---- lifetimes at the edges: interpreter exit, a runtime dropped inside its own callback --------

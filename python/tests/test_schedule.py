@@ -27,9 +27,9 @@ def test_graph_switch_against_every_plan(rng):
         paper = sim.paper_greedy_graph_switch(p)
         assert sch.graph_switch_makespan(p, exact) == pytest.approx(best, rel=1e-12)
         assert best - 1e-9 <= sch.graph_switch_makespan(p, greedy) <= sch.graph_switch_makespan(p, paper) + 1e-9
-        t, compute, loads = sch.graph_switch_timeline(p, greedy)
-        assert len(compute) == blocks * chunks and len(loads) == blocks
-        assert t.simulate().makespan == pytest.approx(sch.graph_switch_makespan(p, greedy))
+        t = sch.graph_switch_timeline(p, greedy)
+        assert len(t.compute_task) == blocks * chunks and len(t.load_task) == blocks
+        assert t.timeline.simulate().makespan == pytest.approx(sch.graph_switch_makespan(p, greedy))
 
 
 def test_graph_switch_errors():
