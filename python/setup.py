@@ -74,11 +74,20 @@ def bdist_wheel_available():
         return False
 
 
+DEBIAN_WHEEL = Path("/usr/lib/python3/dist-packages")  # Debian's python3-wheel (pure Python)
+
+
 def check_wheel(commands):
     """pip's --no-build-isolation builds a wheel (and its metadata) with this Python's own `wheel`
-    package (setuptools before 70.1 has no bdist_wheel of its own); without it the build would
-    stop on "invalid command 'bdist_wheel'" instead of naming the package."""
-    if {"bdist_wheel", "dist_info"} & set(commands) and not bdist_wheel_available():
+    package (setuptools before 70.1 has no bdist_wheel of its own). A Python without one (a pyenv
+    or conda interpreter) borrows Debian's python3-wheel, pure Python, from the end of sys.path;
+    without either the build would stop on "invalid command 'bdist_wheel'" instead of naming the
+    package."""
+    if not {"bdist_wheel", "dist_info"} & set(commands) or bdist_wheel_available():
+        return
+    if (DEBIAN_WHEEL / "wheel").is_dir() and str(DEBIAN_WHEEL) not in sys.path:
+        sys.path.append(str(DEBIAN_WHEEL))
+    if not bdist_wheel_available():
         import setuptools
         sys.exit(f"frugal: building a wheel with setuptools {setuptools.__version__} needs the wheel package for "
                  f"{sys.executable}: install it (pip install wheel; Debian's python3-wheel for Debian's Python)")
