@@ -187,7 +187,7 @@ public:
     [[nodiscard]] const std::filesystem::path& directory() const noexcept { return dir_; }
     /// The file of `key`.
     [[nodiscard]] std::filesystem::path path_of(const tier_key& key) const {
-        const std::string name = hex(key.high) + hex(key.low);
+        const std::string name = to_hex(key);
         return dir_ / name.substr(0, 2) / (name + ".kv");
     }
 
@@ -245,10 +245,8 @@ private:
 
     // The key an entry file's name spells (32 hex digits and ".kv"), if it is one.
     static std::optional<tier_key> key_of_file(const std::string& name) {
-        if (name.size() != 35 || !name.ends_with(".kv") ||
-            name.find_first_not_of("0123456789abcdef") != 32)
-            return std::nullopt;
-        return tier_key{std::stoull(name.substr(0, 16), nullptr, 16), std::stoull(name.substr(16, 16), nullptr, 16)};
+        if (name.size() != 35 || !name.ends_with(".kv")) return std::nullopt;
+        return tier_key_from_hex(std::string_view(name).substr(0, 32));
     }
 
     // Adopts the namespace's files (oldest first) and removes dead writers' temporary files.

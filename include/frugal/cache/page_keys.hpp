@@ -8,6 +8,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -21,6 +25,21 @@ struct tier_key {
     std::uint64_t high = 0, low = 0;
     friend bool operator==(const tier_key&, const tier_key&) = default;
 };
+
+/// `key` as 32 lowercase hex digits (high chain first): its name in a tier's storage.
+[[nodiscard]] inline std::string to_hex(const tier_key& key) {
+    char buf[33];
+    std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(key.high),
+                  static_cast<unsigned long long>(key.low));
+    return buf;
+}
+
+/// The key that 32 lowercase hex digits spell (as `to_hex` writes them), or nullopt.
+[[nodiscard]] inline std::optional<tier_key> tier_key_from_hex(std::string_view digits) {
+    if (digits.size() != 32 || digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
+    const std::string d(digits);
+    return tier_key{std::stoull(d.substr(0, 16), nullptr, 16), std::stoull(d.substr(16), nullptr, 16)};
+}
 
 /// Hash of a `tier_key` for hash tables (both chains mixed).
 struct tier_key_hash {

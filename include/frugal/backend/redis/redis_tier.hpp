@@ -200,7 +200,7 @@ public:
     }
 
     /// The server key of `key`.
-    [[nodiscard]] std::string key_of(const tier_key& key) const { return key_prefix_ + hex(key.high) + hex(key.low) + "}"; }
+    [[nodiscard]] std::string key_of(const tier_key& key) const { return key_prefix_ + to_hex(key) + "}"; }
 
 private:
     struct context_free {
@@ -219,10 +219,7 @@ private:
     // The chunk key a server key of this namespace spells, if it is one.
     [[nodiscard]] std::optional<tier_key> key_of_name(std::string_view name) const {
         if (name.size() != key_prefix_.size() + 33 || !name.starts_with(key_prefix_) || name.back() != '}') return std::nullopt;
-        const std::string_view hex_digits = name.substr(key_prefix_.size(), 32);
-        if (hex_digits.find_first_not_of("0123456789abcdef") != std::string_view::npos) return std::nullopt;
-        const std::string digits(hex_digits);
-        return tier_key{std::stoull(digits.substr(0, 16), nullptr, 16), std::stoull(digits.substr(16), nullptr, 16)};
+        return tier_key_from_hex(name.substr(key_prefix_.size(), 32));
     }
     static timeval to_timeval(std::chrono::milliseconds ms) {
         return {static_cast<decltype(timeval::tv_sec)>(ms.count() / 1000),
