@@ -51,6 +51,8 @@
 #include "frugal/draft/verify.hpp"
 
 // cache
+#include "frugal/cache/admission_policy.hpp"
+#include "frugal/cache/admitted_policy.hpp"
 #include "frugal/cache/arc_policy.hpp"
 #include "frugal/cache/basic_cache.hpp"
 #include "frugal/cache/basic_cache_fwd.hpp"
@@ -77,6 +79,7 @@
 #include "frugal/cache/tier.hpp"
 #include "frugal/cache/tiered_prefix_tree.hpp"
 #include "frugal/cache/tiered_semantic_cache.hpp"
+#include "frugal/cache/tinylfu_admission.hpp"
 #include "frugal/cache/two_queue_policy.hpp"
 #include "frugal/cache/wtinylfu_policy.hpp"
 

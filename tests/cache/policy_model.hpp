@@ -1,10 +1,13 @@
 #pragma once
-// Brute-force models of S3-FIFO, SIEVE, ARC, LIRS and 2Q behind a cache with the semantics of
+// Brute-force models of S3-FIFO, SIEVE, ARC, LIRS, 2Q and LRU behind a cache with the semantics of
 // frugal::cache::basic_cache (weights, pins, replacement, erase, refusals and the eviction log),
 // written from the papers' descriptions with plain vectors and linear scans; S3-FIFO's and LIRS's
 // decisions are libCacheSim's (S3FIFOv0.c / S3FIFO.c and LIRS.c at their default parameters), with
 // LIRS's evictions during a hit deferred to the next insertion that needs room, as the
-// implementation states. Shared by the unit tests and the fuzz target.
+// implementation states. In front of LRU, SIEVE and S3-FIFO, TinyLFU admission with exact counts
+// (a map of counts by key, halved every 32 x capacity recorded accesses): a new key that needs room
+// enters only when counted strictly more often than the policy's victim. Shared by the unit tests
+// and the fuzz target.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -21,11 +24,16 @@ namespace frugal::cache_model {
 using frugal::cache::eviction_reason;
 using frugal::cache::put_result;
 
-enum class kind { s3fifo, s3fifo_warm_main, sieve, arc, lirs, two_queue };
+enum class kind { s3fifo, s3fifo_warm_main, sieve, arc, lirs, two_queue, lru };
+/// What stands in front of the policy: nothing, or TinyLFU admission with exact counts (for
+/// the kinds lru, sieve, s3fifo and s3fifo_warm_main).
+enum class admission { none, tinylfu };
 
 class model {
 public:
-    model(kind k, std::size_t capacity) : kind_(k), capacity_(capacity) { set_limits(); }
+    model(kind k, std::size_t capacity, admission a = admission::none) : kind_(k), admission_(a), capacity_(capacity) {
+        set_limits();
+    }
     std::vector<std::pair<int, eviction_reason>> log;
 
     bool pinned(int key) const { return entries_.count(key) != 0 && entries_.at(key).pins > 0; }
@@ -71,6 +79,14 @@ public:
         if (pinned_total + w > capacity_) {
             log.emplace_back(key, eviction_reason::rejected);
             return put_result::rejected;
+        }
+        if (admission_ == admission::tinylfu) {  // every key offered is counted
+            record(key);
+            const std::optional<int> v = total() + w > capacity_ ? victim() : std::nullopt;
+            if (v && counts_[key] <= counts_[*v]) {
+                log.emplace_back(key, eviction_reason::rejected);
+                return put_result::rejected;
+            }
         }
         expect(key, w);
         make_room(w, key);
@@ -157,6 +173,15 @@ private:
         }
     }
 
+    // ---- TinyLFU admission ---------------------------------------------------------------
+    void record(int key) {
+        ++counts_[key];
+        if (++records_ >= 32 * static_cast<std::uint64_t>(capacity_)) {
+            records_ = 0;
+            for (auto& [k, c] : counts_) c /= 2;
+        }
+    }
+
     // ---- the policies -------------------------------------------------------------------
     void expect(int key, std::size_t weight) {
         pending_key_ = key;
@@ -196,10 +221,12 @@ private:
                 }
                 break;
             }
-            case kind::sieve: break;
+            case kind::sieve:
+            case kind::lru: break;
         }
     }
     void admit(int key) {
+        chosen_.reset();
         entry& e = entries_.at(key);
         const bool hit = pending_key_ == key && pending_ != none;
         pending_ = none;
@@ -212,6 +239,7 @@ private:
                 (e.second ? main_ : small_).push_back(key);
                 break;
             case kind::sieve:
+            case kind::lru:
                 e.second = false;
                 small_.push_back(key);
                 break;
@@ -239,11 +267,17 @@ private:
         }
     }
     void touch(int key) {
+        chosen_.reset();
+        if (admission_ == admission::tinylfu) record(key);
         entry& e = entries_.at(key);
         switch (kind_) {
             case kind::s3fifo:
             case kind::s3fifo_warm_main: e.freq = std::min(e.freq + 1, 3); break;
             case kind::sieve: e.second = true; break;
+            case kind::lru:
+                drop(small_, key);
+                small_.push_back(key);
+                break;
             case kind::arc:
                 if (e.second) {
                     drop(main_, key);
@@ -289,6 +323,7 @@ private:
     }
     // Out of the policy's view (pinned, replaced, erased).
     void detach(int key) {
+        chosen_.reset();
         entry& e = entries_.at(key);
         switch (kind_) {
             case kind::lirs: {
@@ -309,6 +344,7 @@ private:
         }
     }
     void reattach(int key) {
+        chosen_.reset();
         entry& e = entries_.at(key);
         if (kind_ == kind::lirs) {
             s_.push_back({key, e.second ? srec::lir : srec::hir, e.weight});
@@ -338,46 +374,68 @@ private:
             case kind::arc: return arc_evict();
             case kind::lirs: return lirs_evict();
             case kind::two_queue: return two_queue_evict();
+            case kind::lru: {
+                if (small_.empty()) return std::nullopt;
+                const int v = small_.front();
+                small_.erase(small_.begin());
+                return v;
+            }
         }
         return std::nullopt;
     }
+    // The entry the next eviction takes, after the moves its search makes (TinyLFU compares the
+    // newcomer with it); asked again with nothing changed in between, the same entry.
+    std::optional<int> victim() {
+        switch (kind_) {
+            case kind::lru: return small_.empty() ? std::nullopt : std::optional<int>(small_.front());
+            case kind::sieve: return sieve_hand();
+            case kind::s3fifo:
+            case kind::s3fifo_warm_main:
+                if (!chosen_) chosen_ = s3fifo_find();
+                return chosen_;
+            default: break;
+        }
+        return std::nullopt;  // not modelled with admission
+    }
 
     // libCacheSim's S3FIFO.c / S3FIFOv0.c: the queue is chosen once per eviction; from the
-    // small queue, hit entries move to the main queue until an unhit one leaves (when none
-    // does, the small queue is empty and the main queue is evicted from).
-    std::optional<int> s3fifo_evict() {
+    // small queue, hit entries move to the main queue until an unhit one is found (when none
+    // is, the small queue is empty and the main queue is evicted from). The victim stays at
+    // the front of its queue; the eviction takes the one chosen (by a TinyLFU comparison) if any.
+    std::optional<int> s3fifo_find() {
         if (weight_of(main_, entries_) <= capacity_ - small_max_ && !small_.empty()) {
             while (!small_.empty()) {
                 const int s = small_.front();
                 entry& e = entries_.at(s);
+                if (e.freq < 2) return s;
                 small_.erase(small_.begin());
-                if (e.freq >= 2) {
-                    e.freq = 0;
-                    e.second = true;
-                    main_.push_back(s);
-                    continue;
-                }
-                has_evicted_ = true;
-                if (e.weight <= ghost_max_) {
-                    while (weight_of(ghost_) + e.weight > ghost_max_) ghost_.pop_front();
-                    ghost_.push_back({s, e.weight});
-                }
-                return s;
+                e.freq = 0;
+                e.second = true;
+                main_.push_back(s);
             }
         }
         while (!main_.empty()) {
             const int m = main_.front();
             entry& e = entries_.at(m);
+            if (e.freq == 0) return m;
             main_.erase(main_.begin());
-            if (e.freq > 0) {
-                e.freq -= 1;
-                main_.push_back(m);
-                continue;
-            }
-            has_evicted_ = true;
-            return m;
+            e.freq -= 1;
+            main_.push_back(m);
         }
         return std::nullopt;
+    }
+    std::optional<int> s3fifo_evict() {
+        const std::optional<int> v = chosen_ ? chosen_ : s3fifo_find();
+        chosen_.reset();
+        if (!v) return std::nullopt;
+        const entry& e = entries_.at(*v);
+        drop(e.second ? main_ : small_, *v);
+        if (!e.second && e.weight <= ghost_max_) {
+            while (weight_of(ghost_) + e.weight > ghost_max_) ghost_.pop_front();
+            ghost_.push_back({*v, e.weight});
+        }
+        has_evicted_ = true;
+        return v;
     }
 
     static std::optional<int> after(const std::vector<int>& q, int key) {
@@ -385,7 +443,8 @@ private:
         if (it == q.end() || std::next(it) == q.end()) return std::nullopt;
         return *std::next(it);
     }
-    std::optional<int> sieve_evict() {
+    // The hand moves to the first unvisited entry, clearing the bits it passes, and stops there.
+    std::optional<int> sieve_hand() {
         if (small_.empty()) return std::nullopt;
         int p = hand_ ? *hand_ : small_.front();
         while (entries_.at(p).second) {
@@ -393,8 +452,14 @@ private:
             const auto n = after(small_, p);
             p = n ? *n : small_.front();
         }
-        hand_ = after(small_, p);
-        drop(small_, p);
+        hand_ = p;
+        return p;
+    }
+    std::optional<int> sieve_evict() {
+        const std::optional<int> p = sieve_hand();
+        if (!p) return std::nullopt;
+        hand_ = after(small_, *p);
+        drop(small_, *p);
         return p;
     }
 
@@ -510,6 +575,7 @@ private:
 
     enum pending_kind { none, ghost_hit, in_b1, in_b2 };
     kind kind_;
+    admission admission_;
     std::size_t capacity_;
     std::size_t small_max_ = 0, ghost_max_ = 0, kin_ = 0, kout_ = 0, lir_max_ = 0, incoming_ = 0;
     std::map<int, entry> entries_;
@@ -518,6 +584,9 @@ private:
     std::vector<srec> s_;
     std::vector<int> nh_;
     std::optional<int> hand_;
+    std::optional<int> chosen_;          // S3-FIFO's victim, named and not yet evicted
+    std::map<int, unsigned> counts_;     // TinyLFU: accesses by key
+    std::uint64_t records_ = 0;          // TinyLFU: recorded accesses since the last halving
     double p_ = 0;
     int pending_key_ = 0;
     pending_kind pending_ = none;

@@ -20,6 +20,7 @@
 #include <frugal/cache/lru_policy.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
+#include "exact_sketch.hpp"
 #include "policy_driver.hpp"
 
 namespace {
@@ -29,23 +30,9 @@ using frugal::cache::put_result;
 
 enum class kind { lru, lfu, lfuda, gdsf, wtinylfu };
 
-// Exact frequencies by hash (halved on request, never saturated, no collisions): lets the
-// reference check W-TinyLFU's segment logic exactly; the sketches are tested on their own below.
-struct exact_sketch {
-    static constexpr std::size_t max_capacity = std::numeric_limits<std::size_t>::max();
-    explicit exact_sketch(std::size_t) {}
-    std::size_t capacity() const { return max_capacity; }  // never resized
-    void resize(std::size_t) {}
-    void increment(std::size_t h) { ++counts[h]; }
-    unsigned estimate(std::size_t h) const {
-        auto it = counts.find(h);
-        return it == counts.end() ? 0u : it->second;
-    }
-    void halve() {
-        for (auto& [h, c] : counts) c >>= 1;
-    }
-    std::unordered_map<std::size_t, unsigned> counts;
-};
+// Exact frequencies (exact_sketch.hpp) let the reference check W-TinyLFU's segment logic
+// exactly; the sketches are tested on their own below.
+using frugal::cache_model::exact_sketch;
 
 struct value_weigher {  // the value is the weight
     std::size_t operator()(int, int v) const { return static_cast<std::size_t>(v); }

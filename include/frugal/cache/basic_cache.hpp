@@ -108,7 +108,8 @@ concept cache_weigher = std::is_invocable_r_v<std::size_t, const W&, const Key&,
 enum class put_result : std::uint8_t {
     inserted,  ///< a new key was admitted
     replaced,  ///< the key was present; its value was replaced
-    rejected,  ///< not admitted (heavier than the budget, or no unpinned entry left to evict)
+    rejected,  ///< not admitted (heavier than the budget, no unpinned entry left to evict, or
+               ///< refused by the policy's admission filter)
 };
 
 /// One cache entry: the user's key and value, its weight and pin count, the index hook and
@@ -136,10 +137,11 @@ struct cache_node : PolicyData, detail::entry_deadline<Deadline> {
 /// Pinned entries (`pin`) are never evicted; when the unpinned rest cannot make room the new
 /// entry is refused (`put_result::rejected`, callback reason `rejected`), never the budget
 /// exceeded. An entry heavier than the whole capacity is refused the same way, before
-/// anything is evicted. Every entry that leaves passes through the eviction callback with its
-/// reason: eviction, refusal, replacement, erase, clear, expiry and destruction of the cache
-/// (reason `destroyed`, pinned entries included), so a callback that frees what the values
-/// own loses nothing. With `Expiry = with_expiry` (`expiring_cache`) entries may be given a
+/// anything is evicted, and so is a new key the policy's admission filter refuses
+/// (`admitted_policy`; `cache_policy`'s `accepts`). Every entry that leaves passes through
+/// the eviction callback with its reason: eviction, refusal, replacement, erase, clear,
+/// expiry and destruction of the cache (reason `destroyed`, pinned entries included), so a
+/// callback that frees what the values own loses nothing. With `Expiry = with_expiry` (`expiring_cache`) entries may be given a
 /// time to live (`set_expiry`). Hits, replacements and (in steady state) misses allocate nothing:
 /// entries sit on Boost.Intrusive hooks and freed entries are recycled.
 /// @code
@@ -425,15 +427,19 @@ private:
 
     template <class K, class V>
     put_result insert_new(K&& key, V&& value, std::size_t w, std::size_t h, double cost) {
-        if (!fits(pinned_weight_, w)) {
-            // Heavier than the budget, or than what the pinned entries leave of it: refused
-            // before anything is evicted.
+        // Heavier than the budget, or than what the pinned entries leave of it, or refused by
+        // the policy's admission: refused before anything is evicted.
+        bool refused = !fits(pinned_weight_, w);
+        if constexpr (screens_newcomers<policy_state>) {
+            if (!refused) refused = !policy_.accepts(h, w, !fits(weight_, w));
+        }
+        if (refused) {
             Value v(std::forward<V>(value));
             notify(key, v, eviction_reason::rejected);
             return put_result::rejected;
         }
         if constexpr (expects_newcomers<policy_state>) policy_.expect(h, w);
-        // Room is made among the resident entries first (the newcomer is always admitted);
+        // Room is made among the resident entries first (an admitted newcomer always enters);
         // the freed entry is recycled for it.
         evict_to_fit(w);
         FRUGAL_ASSERT(fits(weight_, w));

@@ -33,18 +33,23 @@ struct policy_probe_node : Policy::node_data {
 ///     which counts as one access;
 ///   - `victim()`: the entry the policy would evict next, or nullptr when it holds none; it
 ///     may reorganise its own segments (move entries between queues) but holds the same
-///     entries afterwards;
+///     entries afterwards, and asked again before any other call, it names the same entry;
 ///   - `evict(n)`: `n`, the last `victim()`, leaves by the policy's choice (a ghost entry
 ///     may remember its hash);
 ///   - `set_capacity(c)`: the capacity changed (the cache then evicts down to it).
 /// - optionally `state::expect(hash, weight)`: called with a new key's hash and weight before
 ///   the evictions that make room for it, so a policy with ghost entries (ARC, LIRS, 2Q,
 ///   S3-FIFO) can look the key up before those evictions change its ghosts.
+/// - optionally `state::accepts(hash, weight, needs_room) -> bool`: `basic_cache` asks it
+///   first about every new key that fits beside the pinned entries (before `expect`), saying
+///   whether room must be made for it; false refuses the key (`put_result::rejected`)
+///   before anything is evicted, and the policy hears nothing more of it. Admission filters
+///   (`admitted_policy`) answer it; the prefix tree never refuses a chunk and does not ask.
 ///
 /// Every operation is called only on entries in the states above; none may throw except
-/// `admit`, `touch`, `reattach`, `replace`, `expect` and `evict` (a ghost record) on
-/// allocation failure, and `evict` only before it changes anything: the caches call it before
-/// they drop the entry, so a failed eviction leaves both as they were.
+/// `admit`, `touch`, `reattach`, `replace`, `expect`, `accepts` and `evict` (a ghost record)
+/// on allocation failure, and `evict` only before it changes anything: the caches call it
+/// before they drop the entry, so a failed eviction leaves both as they were.
 /// @code
 /// static_assert(frugal::cache::cache_policy<frugal::cache::lru_policy>);
 /// frugal::cache::basic_cache<int, int, frugal::cache::s3fifo_policy> c(1000);
@@ -69,5 +74,12 @@ concept cache_policy = requires { typename P::node_data; } &&
 /// make room for it (see `cache_policy`).
 template <class State>
 concept expects_newcomers = requires(State& s, std::size_t h, std::size_t w) { s.expect(h, w); };
+
+/// Whether the policy state `State` may refuse a new key before the cache makes room for it
+/// (see `cache_policy`).
+template <class State>
+concept screens_newcomers = requires(State& s, std::size_t h, std::size_t w, bool needs_room) {
+    { s.accepts(h, w, needs_room) } -> std::same_as<bool>;
+};
 
 }  // namespace frugal::cache

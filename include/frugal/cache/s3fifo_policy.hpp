@@ -40,23 +40,61 @@ struct basic_s3fifo_policy {
         bool in_main = false;
     };
     template <class Node>
-    class state : public detail::on_recency_lists<state<Node>, Node> {
+    class state {
     public:
         explicit state(std::size_t capacity) { set_capacity(capacity); }
         void expect(std::size_t h, std::size_t /*weight*/) noexcept { ghost_.expect(h); }
         void admit(Node& n, double /*cost*/) noexcept {
+            chosen_ = nullptr;
             n.freq = 0;
             const bool ghost_hit = ghost_.recalled(n.hash);
             n.in_main = ghost_hit || (WarmMain && !has_evicted_ && small_.weight() >= small_max_);
             list(n).push_back(n);
         }
-        void touch(Node& n) noexcept { n.freq = static_cast<std::uint8_t>(std::min(n.freq + 1, 3)); }
+        void touch(Node& n) noexcept {
+            chosen_ = nullptr;
+            n.freq = static_cast<std::uint8_t>(std::min(n.freq + 1, 3));
+        }
+        void remove(Node& n) noexcept {
+            chosen_ = nullptr;
+            list(n).erase(n);
+        }
+        void reattach(Node& n) noexcept {
+            chosen_ = nullptr;
+            list(n).push_back(n);
+        }
+        void replace(Node& n, double /*cost*/) noexcept {
+            reattach(n);
+            touch(n);
+        }
         /// Runs the queue moves of S3-FIFO's eviction until an entry is to leave. As in
         /// libCacheSim, the queue to evict from is chosen once per eviction: the main queue when
         /// it is over its share or the small queue is empty, else the small queue, whose hit
         /// entries then move to the main queue (even past its share) until one hit fewer than
-        /// twice is found.
+        /// twice is found. Asked again before anything but `expect` changes the state, it names
+        /// the same entry (those moves may have put the main queue over its share).
         [[nodiscard]] Node* victim() noexcept {
+            if (chosen_ == nullptr) chosen_ = choose();
+            return chosen_;
+        }
+        void evict(Node& n) {
+            if (!n.in_main) ghost_.remember(n.hash, n.weight);  // first: it may allocate
+            has_evicted_ = true;
+            chosen_ = nullptr;
+            list(n).erase(n);
+        }
+        void set_capacity(std::size_t capacity) noexcept {
+            chosen_ = nullptr;
+            small_max_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.1);
+            main_max_ = capacity - small_max_;
+            ghost_.set_limit(static_cast<std::size_t>(static_cast<double>(capacity) * 0.9));
+        }
+        /// Weight held by the small and the main queue (unpinned entries).
+        [[nodiscard]] std::size_t small_weight() const noexcept { return small_.weight(); }
+        [[nodiscard]] std::size_t main_weight() const noexcept { return main_.weight(); }
+
+    private:
+        [[nodiscard]] Node* choose() noexcept {
             if (main_.weight() <= main_max_ && !small_.empty()) {
                 while (Node* s = small_.front()) {
                     if (s->freq < 2) return s;
@@ -73,26 +111,11 @@ struct basic_s3fifo_policy {
             }
             return small_.front();
         }
-        void evict(Node& n) {
-            if (!n.in_main) ghost_.remember(n.hash, n.weight);  // first: it may allocate
-            has_evicted_ = true;
-            list(n).erase(n);
-        }
-        void set_capacity(std::size_t capacity) noexcept {
-            small_max_ = static_cast<std::size_t>(static_cast<double>(capacity) * 0.1);
-            main_max_ = capacity - small_max_;
-            ghost_.set_limit(static_cast<std::size_t>(static_cast<double>(capacity) * 0.9));
-        }
-        /// Weight held by the small and the main queue (unpinned entries).
-        [[nodiscard]] std::size_t small_weight() const noexcept { return small_.weight(); }
-        [[nodiscard]] std::size_t main_weight() const noexcept { return main_.weight(); }
-
-    private:
-        friend detail::on_recency_lists<state, Node>;
         detail::recency_list<Node>& list(const Node& n) noexcept { return n.in_main ? main_ : small_; }
         detail::recency_list<Node> small_, main_;
         detail::ghost_filter ghost_;
         std::size_t small_max_ = 0, main_max_ = 0;
+        Node* chosen_ = nullptr;  // the victim named, until the state changes
         bool has_evicted_ = false;
     };
 };

@@ -9,9 +9,10 @@
 #include <functional>
 
 #include "frugal/cache/basic_cache_fwd.hpp"
-#include "frugal/core/error.hpp"
 #include "frugal/cache/counting_bloom_filter.hpp"
 #include "frugal/cache/lru_policy.hpp"
+#include "frugal/cache/tinylfu_admission.hpp"
+#include "frugal/core/error.hpp"
 
 namespace frugal::cache {
 
@@ -23,21 +24,21 @@ namespace frugal::cache {
 /// When room is needed, the window's oldest entries leave it in turn: into the main region
 /// while it has room; else the one whose estimated frequency is strictly higher than the main
 /// region's victim's takes its place, and the first one that is not higher is evicted, which
-/// ends the eviction (as does an empty window, after one main-region eviction). Frequencies
-/// (a `counting_bloom_filter`; `count_min_sketch`, Caffeine's, is 7 to 14 times smaller and
-/// also halves itself; or any `Sketch` with increment/estimate on hashes, halve(), capacity(),
-/// resize(entries) and max_capacity) count each insertion, each main-region hit (not window
-/// hits) and each entry leaving the window; they are halved every 32 x main-region capacity
-/// main-region hits. Scan resistant: a cyclic scan larger than the cache keeps most of the
-/// main region instead of LRU's 0% hits.
+/// ends the eviction (as does an empty window, after one main-region eviction). That
+/// comparison and the frequencies are a `tinylfu_admission<Sketch>` (a `counting_bloom_filter`;
+/// `count_min_sketch`, Caffeine's, is 7 to 14 times smaller and also halves itself; or any
+/// `frequency_sketch`): it counts each insertion, each main-region hit (not window hits) and
+/// each entry leaving the window, and halves every 32 x main-region capacity main-region hits.
+/// Scan resistant: a cyclic scan larger than the cache keeps most of the main region instead
+/// of LRU's 0% hits. (`admitted_policy` puts the same admission in front of any policy.)
 ///
 /// libCacheSim evicts every entry that eviction round decides on, and evicts from probation
 /// during a hit that overflows it; here such entries wait at the head of the eviction order
 /// and leave at the next insertions that need room (a hit never evicts; one hit while waiting
 /// returns to the window as if inserted again). The sketch is sized by entries, not by
 /// capacity units: for the main region's capacity up to 65536 at first (entries, for unit
-/// weights, as libCacheSim), regrown (and reset) when the entries held outgrow twice its size,
-/// so a byte budget costs counters per entry held, never per byte.
+/// weights, as libCacheSim), regrown (and reset) as `tinylfu_admission` regrows it, so a byte
+/// budget costs counters per entry held, never per byte.
 ///
 /// With `Adaptive`, the window size is tuned online by hill climbing on the hit ratio, as
 /// Caffeine does: every sample of 10 requests per entry the cache has held at most (at least
@@ -50,7 +51,7 @@ namespace frugal::cache {
 /// frugal::cache::basic_cache<int, int, frugal::cache::wtinylfu_policy<>> d(1000, {}, {}, {}, 0.05);  // 5% window
 /// frugal::cache::basic_cache<int, int, frugal::cache::adaptive_wtinylfu_policy> e(1000);           // hill climbing
 /// @endcode
-template <class Sketch = counting_bloom_filter, bool Adaptive = false>
+template <frequency_sketch Sketch = counting_bloom_filter, bool Adaptive = false>
 struct wtinylfu_policy {
     enum class segment : std::uint8_t { window, probation, protected_, leaving };
     struct node_data : detail::lru_hook {
@@ -59,20 +60,18 @@ struct wtinylfu_policy {
     template <class Node>
     class state {
     public:
-        static constexpr std::size_t initial_sketch_entries = 65536;
-
         explicit state(std::size_t capacity, double window_fraction = 0.01)
-            : window_fraction_(window_fraction), sketch_(std::max<std::size_t>(1, std::min(capacity, initial_sketch_entries))) {
+            : window_fraction_(window_fraction), admission_(capacity) {
             FRUGAL_CHECK(window_fraction > 0.0 && window_fraction < 1.0,
                          "wtinylfu_policy: window fraction ", window_fraction, " is outside (0, 1)");
             set_limits(capacity);
-            if (main_max_ > 0 && main_max_ < sketch_.capacity()) sketch_.resize(main_max_);
+            if (main_max_ > 0 && main_max_ < admission_.sketch().capacity()) admission_.resize(main_max_);
             step_ = 0.0625 * static_cast<double>(capacity);  // the first move grows the window
         }
         void admit(Node& n, double /*cost*/) {
             if constexpr (Adaptive) record(false);
             count_in();
-            sketch_.increment(n.hash);
+            admission_.count(n.hash);
             n.where = segment::window;
             window_.push_back(n);
         }
@@ -84,7 +83,7 @@ struct wtinylfu_policy {
                     leaving_.erase(n);
                     n.where = segment::window;
                     window_.push_back(n);
-                    sketch_.increment(n.hash);
+                    admission_.count(n.hash);
                     return;
                 case segment::protected_: protected_.move_to_back(n); break;
                 case segment::probation:
@@ -100,11 +99,7 @@ struct wtinylfu_policy {
                     while (probation_.weight() > probation_max_ && !probation_.empty()) leave(*probation_.front());
                     break;
             }
-            sketch_.increment(n.hash);
-            if (++main_hits_ >= 32 * static_cast<std::uint64_t>(main_max_)) {
-                main_hits_ = 0;
-                sketch_.halve();
-            }
+            admission_.record(n.hash);  // a main-region hit: counted, and ages the sketch
         }
         void remove(Node& n) noexcept {
             list(n.where).erase(n);
@@ -128,7 +123,7 @@ struct wtinylfu_policy {
             return leaving_.front();
         }
         void set_capacity(std::size_t capacity) { set_limits(capacity); }
-        [[nodiscard]] const Sketch& sketch() const noexcept { return sketch_; }
+        [[nodiscard]] const Sketch& sketch() const noexcept { return admission_.sketch(); }
         /// Current window size in capacity units (moves with `Adaptive`).
         [[nodiscard]] std::size_t window_capacity() const noexcept { return window_max_; }
 
@@ -163,8 +158,8 @@ struct wtinylfu_policy {
                 // estimated strictly more frequent; else it leaves and the round ends.
                 const bool room = main_weight() + c->weight <= main_max_;
                 Node* mv = room ? nullptr : main_victim();
-                const bool enters = room || (mv != nullptr && sketch_.estimate(c->hash) > sketch_.estimate(mv->hash));
-                sketch_.increment(c->hash);
+                const bool enters = room || (mv != nullptr && admission_.admit(c->hash, mv->hash));
+                admission_.count(c->hash);
                 if (!enters) {
                     leave(*c);
                     return;
@@ -175,15 +170,14 @@ struct wtinylfu_policy {
             }
             if (Node* mv = main_victim()) leave(*mv);
         }
-        // Counts an entry in; the sketch grows (and resets) when the entries outgrow it twice.
+        // Counts an entry in (the sketch grows with the entries held).
         void count_in() {
             peak_entries_ = std::max(peak_entries_, ++entries_);
-            const std::size_t held = std::min(peak_entries_, capacity_);
-            if (held > 2 * sketch_.capacity() && sketch_.capacity() < Sketch::max_capacity)
-                sketch_.resize(std::min(2 * held, capacity_));
+            admission_.hold(entries_);
         }
         void set_limits(std::size_t capacity) {
             capacity_ = capacity;
+            admission_.set_capacity(capacity);
             window_size_ = std::max(1.0, std::floor(static_cast<double>(capacity) * window_fraction_));
             apply_window();
         }
@@ -192,6 +186,7 @@ struct wtinylfu_policy {
             main_max_ = capacity_ > window_max_ ? capacity_ - window_max_ : 0;
             probation_max_ = static_cast<std::size_t>(1.0 / 5 * static_cast<double>(main_max_));
             protected_max_ = static_cast<std::size_t>(4.0 / 5 * static_cast<double>(main_max_));
+            admission_.set_aging_period(32 * static_cast<std::uint64_t>(main_max_));
         }
         // Hill climbing: one request (a hit or a miss followed by an admission) per call.
         void record(bool hit) {
@@ -221,11 +216,10 @@ struct wtinylfu_policy {
         }
         double window_fraction_, window_size_ = 1;
         std::size_t capacity_ = 0, window_max_ = 0, main_max_ = 0, probation_max_ = 0, protected_max_ = 0;
-        std::size_t entries_ = 0, peak_entries_ = 0;           // entries held (the sketch's size)
+        std::size_t entries_ = 0, peak_entries_ = 0;           // entries held now and at most
         std::uint64_t sample_hits_ = 0, sample_requests_ = 0;  // hill climbing (Adaptive)
-        std::uint64_t main_hits_ = 0;                          // since the last halving
         double previous_rate_ = 0, step_ = 0;
-        Sketch sketch_;
+        tinylfu_admission<Sketch> admission_;
         detail::recency_list<Node> window_, probation_, protected_;
         detail::recency_list<Node> leaving_;  // decided on by an eviction round, oldest first
     };
