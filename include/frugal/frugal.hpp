@@ -11,6 +11,7 @@
 #include "frugal/core/atomic_file.hpp"
 #include "frugal/core/checked.hpp"
 #include "frugal/core/concepts.hpp"
+#include "frugal/core/cpu_features.hpp"
 #include "frugal/core/error.hpp"
 #include "frugal/core/executor.hpp"
 #include "frugal/core/hash.hpp"

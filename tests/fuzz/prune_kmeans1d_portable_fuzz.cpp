@@ -1,4 +1,11 @@
-// prune_kmeans1d_fuzz.cpp on kmeans1d's portable lane path (the one compilers without GCC/Clang
-// vector types take), forced here.
-#define FRUGAL_KMEANS1D_PORTABLE 1
+// prune_kmeans1d_fuzz.cpp on kmeans1d's scalar row searches (the path of other architectures
+// and compilers, and of CPUs without AVX2), put in place before any input runs.
 #include "prune_kmeans1d_fuzz.cpp"
+
+namespace {
+[[maybe_unused]] const bool scalar_path = [] {
+    namespace detail = frugal::prune::detail;
+    detail::kmeans1d_kernels_in_use().store(detail::kmeans1d_kernels_for("scalar"));
+    return true;
+}();
+}  // namespace

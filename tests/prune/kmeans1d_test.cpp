@@ -1,9 +1,13 @@
 // kmeans1d against brute force over every set partition, the O(k n^2) recurrence and Lloyd as
-// a floor. Built twice: as is (GCC/Clang vector types) and with FRUGAL_KMEANS1D_PORTABLE (the
-// lane path other compilers take), against the same oracles.
+// a floor. Built twice: as is (the row searches on the widest path the CPU runs) and with
+// KMEANS1D_TEST_SCALAR (the scalar path, the one other architectures and compilers take, put
+// in place before any fit), against the same oracles; and every path the CPU runs against
+// the scalar one, bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,7 +20,7 @@
 
 #include "kmeans1d_oracle.hpp"
 
-#ifdef FRUGAL_KMEANS1D_PORTABLE
+#ifdef KMEANS1D_TEST_SCALAR
 #define KMEANS1D_TEST(name) TEST(Kmeans1dPortable, name)
 #else
 #define KMEANS1D_TEST(name) TEST(Kmeans1d, name)
@@ -25,13 +29,70 @@
 namespace {
 
 using frugal::prune::kmeans1d;
+namespace detail = frugal::prune::detail;
 
-KMEANS1D_TEST(TakesTheLanePathItWasBuiltFor) {
-#if defined(FRUGAL_KMEANS1D_PORTABLE) || !(defined(__GNUC__) || defined(__clang__))
-    EXPECT_FALSE(frugal::prune::detail::kmeans1d_vector_types);
-#else
-    EXPECT_TRUE(frugal::prune::detail::kmeans1d_vector_types);
+#ifdef KMEANS1D_TEST_SCALAR
+// Set during static initialisation, before any fit.
+const bool scalar_path = (detail::kmeans1d_kernels_in_use().store(detail::kmeans1d_kernels_for("scalar")), true);
 #endif
+
+KMEANS1D_TEST(TakesThePathItWasBuiltFor) {
+#ifdef KMEANS1D_TEST_SCALAR
+    EXPECT_TRUE(scalar_path);
+    EXPECT_STREQ(frugal::prune::kmeans1d_isa(), "scalar");
+#else
+    EXPECT_STREQ(frugal::prune::kmeans1d_isa(), detail::kmeans1d_kernels_for("avx2") != nullptr ? "avx2" : "scalar");
+#endif
+}
+
+// Every path's fits against the scalar path's on pools long and short, grouped, tied and
+// spread: the same boundaries for every k and the same bits of every figure.
+KMEANS1D_TEST(EveryPathGivesTheScalarBits) {
+    struct fit_bits {
+        std::vector<std::size_t> bounds;
+        std::vector<std::uint64_t> figures;  // sse(k) and bic(k)
+        bool operator==(const fit_bits&) const = default;
+    };
+    const auto fit_with = [](const detail::kmeans1d_kernels* kernels, const std::vector<double>& x, std::size_t k_max) {
+        std::atomic<const detail::kmeans1d_kernels*>& in_use = detail::kmeans1d_kernels_in_use();
+        const detail::kmeans1d_kernels* before = in_use.exchange(kernels);
+        kmeans1d km;
+        km.fit(std::span<const double>(x), k_max);
+        in_use.store(before);
+        fit_bits r;
+        for (std::size_t k = 1; k <= km.k_max(); ++k) {
+            std::vector<std::size_t> b(k + 1);
+            km.boundaries(k, b);
+            r.bounds.insert(r.bounds.end(), b.begin(), b.end());
+            r.figures.push_back(std::bit_cast<std::uint64_t>(km.sse(k)));
+            r.figures.push_back(std::bit_cast<std::uint64_t>(km.bic(k)));
+        }
+        return r;
+    };
+    const detail::kmeans1d_kernels* scalar = detail::kmeans1d_kernels_for("scalar");
+    std::mt19937_64 rng(41);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (const char* isa : {"avx2"}) {
+        const detail::kmeans1d_kernels* kernels = detail::kmeans1d_kernels_for(isa);
+        if (kernels == nullptr) {
+            std::printf("[ note ] no %s path on this CPU or build\n", isa);
+            continue;
+        }
+        for (int rep = 0; rep < 200; ++rep) {
+            const std::size_t n = 1 + rng() % (rep % 4 == 0 ? 1500 : 90), k_max = 1 + rng() % 12;
+            std::vector<double> x(n);
+            for (std::size_t i = 0; i < n; ++i) {
+                switch (rep % 4) {
+                case 0: x[i] = 0.15 + 0.2 * static_cast<double>(i % 4) + 0.05 * normal(rng); break;
+                case 1: x[i] = static_cast<double>(rng() % 6); break;  // ties
+                case 2: x[i] = 1e4 + std::exp(2.0 * normal(rng)); break;
+                default: x[i] = std::ldexp(normal(rng), static_cast<int>(rng() % 80) - 40); break;
+                }
+            }
+            ASSERT_TRUE(fit_with(kernels, x, k_max) == fit_with(scalar, x, k_max))
+                << isa << " rep " << rep << " n " << n;
+        }
+    }
 }
 
 // Minimal SSE for each number of non-empty blocks 1..n over ALL set partitions of x

@@ -11,35 +11,11 @@
 #include <type_traits>
 
 #include "frugal/attention/host_device.hpp"
+#include "frugal/core/cpu_features.hpp"
 
-// The vector paths: x86-64 with GCC or Clang (target attributes, __builtin_cpu_supports),
-// never in CUDA sources; everywhere else the scalar loops run.
-#if !defined(__CUDACC__) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FRUGAL_ATTENTION_X86_KERNELS 1
-#include <cpuid.h>
-#include <immintrin.h>
-#else
-#define FRUGAL_ATTENTION_X86_KERNELS 0
-#endif
-
-// The block conversions live in an inline namespace named after the level of x86-64 the
-// unit is compiled for. Their source does not depend on -m flags, but the compiler still
-// adds those flags to every function it compiles: naming the level keeps units built for
-// different levels from sharing one copy (the linker would keep either, and a copy
-// compiled for AVX-512 would run on a CPU without it). Units of one level share theirs.
-#if !FRUGAL_ATTENTION_X86_KERNELS
-#define FRUGAL_ATTENTION_SIMD_ABI portable
-#elif defined(__AVX512F__)
-#define FRUGAL_ATTENTION_SIMD_ABI x86_64_v4
-#elif defined(__AVX2__)
-#define FRUGAL_ATTENTION_SIMD_ABI x86_64_v3
-#elif defined(__AVX__)
-#define FRUGAL_ATTENTION_SIMD_ABI x86_64_avx
-#elif defined(__SSE4_1__)
-#define FRUGAL_ATTENTION_SIMD_ABI x86_64_v2
-#else
-#define FRUGAL_ATTENTION_SIMD_ABI x86_64_v1
-#endif
+// The vector paths and the inline namespace they live in: see core/cpu_features.hpp.
+#define FRUGAL_ATTENTION_X86_KERNELS FRUGAL_X86_KERNELS
+#define FRUGAL_ATTENTION_SIMD_ABI FRUGAL_SIMD_ABI
 
 // The scalar conversions are inlined wherever they are called, the vector paths' tails
 // included, so that those never call a copy compiled for another level either.

@@ -4,6 +4,7 @@
 /// with k-means++ restarts, the heuristic GRATING's clustering step (section 4.1) uses.
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -22,6 +23,7 @@
 #include <boost/sort/pdqsort/pdqsort.hpp>
 
 #include "frugal/core/assert.hpp"
+#include "frugal/core/cpu_features.hpp"
 #include "frugal/core/error.hpp"
 
 namespace frugal::prune {
@@ -54,74 +56,237 @@ void check_kmeans_input(std::span<const T> scores, const char* who) {
     }
 }
 
-// Four-lane packs of doubles and of 64-bit integers (lane masks: all ones or zero) for the
-// row searches below. Where the compiler has GCC/Clang vector types they are those, which
-// both compilers lower to the target's vector registers (GCC does not vectorise these
-// lane-per-end loops, nor a floating-point minimum without -ffast-math, from scalar code);
-// elsewhere (MSVC), or when FRUGAL_KMEANS1D_PORTABLE is defined, they are a plain struct of
-// four with the same operators, so that the searches are written once. Both give the same
-// results: every lane operation is one IEEE operation either way. Define
-// FRUGAL_KMEANS1D_PORTABLE (or not) alike in every translation unit of a program.
-#if !defined(FRUGAL_KMEANS1D_PORTABLE) && (defined(__GNUC__) || defined(__clang__))
-inline constexpr bool kmeans1d_vector_types = true;
-using f64x4 = double __attribute__((vector_size(4 * sizeof(double))));
-using i64x4 = std::int64_t __attribute__((vector_size(4 * sizeof(double))));
-// `to` takes `from` in the lanes where `mask` is set (by reference: vector types passed by
-// value change the ABI between -march settings).
-template <class M, class V>
-inline void blend(V& to, const M& mask, const V& from) noexcept {
-    to = mask ? from : to;
-}
-#else
-inline constexpr bool kmeans1d_vector_types = false;
-template <class T>
-struct lanes4 {
-    lanes4() = default;
-    lanes4(T a, T b, T c, T d) noexcept : lane{a, b, c, d} {}
-    T lane[4];
-    [[nodiscard]] T operator[](std::size_t i) const noexcept { return lane[i]; }
-    T& operator[](std::size_t i) noexcept { return lane[i]; }
+// The row searches of kmeans1d's dynamic programme, one version per instruction set
+// (scalar, AVX2), each given the whole row's tables. Every version returns the same bits:
+// each lane operation is one IEEE operation, as in the scalar loop, and the searches pick
+// among the candidates by rules that do not depend on the order they are visited in. (The
+// scalar loops keep each product in a statement of its own, so that a compiler that fuses
+// a multiply and an add only within one expression, as Clang does by default, treats them
+// as it treats the vector kernels; where the unit's flags allow FMA, GCC fuses both alike.)
+// kmeans1d_kernels_in_use() picks, on the first fit of the process, the widest version the
+// CPU runs, whatever the unit's -m flags.
+
+/// Candidates of a row minimum are ranked from this value down in the low mantissa bits of
+/// their costs (kmeans1d::row_minimum).
+inline constexpr std::int64_t kmeans1d_rank_bits = (std::int64_t{1} << 12) - 1;
+/// Ends per sweep group, one lane per end (kmeans1d::sweep_row).
+inline constexpr std::size_t kmeans1d_sweep_lanes = 8;
+
+/// The tables one row of the DP over n scores reads and writes. PRECONDITION: sum and sumsq
+/// readable at [0, n + 9), gain at [0, n + 8), recip at [-n - 8, 8) with recip[-m] = 1 / m
+/// for m in 1..n and NaN elsewhere (lanes past the last score, or whose cluster would be
+/// empty, read the padding and never win).
+struct kmeans1d_row {
+    const double* sum;    ///< prefix sums of the sorted scores in the DP's scale
+    const double* sumsq;  ///< prefix sums of their squares
+    const double* gain;   ///< gain[j] = D[k-1][j-1] - sumsq[j]
+    const double* recip;  ///< recip[-m] = 1 / m
+    double* cost;         ///< D[k][.], written
+    std::uint32_t* split; ///< start of the last cluster of D[k][.], written
 };
-using f64x4 = lanes4<double>;
-using i64x4 = lanes4<std::int64_t>;
-template <class T, class Op>
-[[nodiscard]] inline auto lanewise(const lanes4<T>& a, const lanes4<T>& b, Op op) noexcept {
-    lanes4<decltype(op(a.lane[0], b.lane[0]))> r;
-    for (std::size_t i = 0; i < 4; ++i) r.lane[i] = op(a.lane[i], b.lane[i]);
-    return r;
+
+inline namespace FRUGAL_SIMD_ABI {
+
+/// The row searches of one instruction set.
+struct kmeans1d_kernels {
+    const char* isa;  ///< "avx2" or "scalar"
+    /// The lowest of the keys of candidates t = 0..last: the cost (qi + g[t]) - d d r[t],
+    /// d = si - s[t], with its lowest 12 mantissa bits replaced by kmeans1d_rank_bits - t.
+    /// PRECONDITION: last < kmeans1d_rank_bits; s, g and r readable up to max(last, 3).
+    double (*packed_minimum)(const double* s, const double* g, const double* r, double si, double qi,
+                             std::size_t last) noexcept;
+    /// Row costs and splits of the ends imin..imax from the starts jmin..jmax, in groups of
+    /// kmeans1d_sweep_lanes ends (kmeans1d::sweep_row).
+    void (*sweep)(const kmeans1d_row& row, std::size_t imin, std::size_t imax, std::size_t jmin,
+                  std::size_t jmax) noexcept;
+};
+
+/// The key of kmeans1d_kernels::packed_minimum for candidate t.
+[[nodiscard]] inline double kmeans1d_packed_key(const double* s, const double* g, const double* r, double si, double qi,
+                                                std::size_t t) noexcept {
+    const double d = si - s[t];
+    const double spread = d * d * r[t];
+    const double v = (qi + g[t]) - spread;
+    const std::int64_t rank = kmeans1d_rank_bits - static_cast<std::int64_t>(t);
+    return std::bit_cast<double>((std::bit_cast<std::int64_t>(v) & ~kmeans1d_rank_bits) | rank);
 }
-template <class T>
-[[nodiscard]] inline lanes4<T> broadcast(T x) noexcept {
-    return {x, x, x, x};
-}
-// Arithmetic and bitwise operators lane by lane, with a scalar on either side broadcast;
-// comparisons give a lane mask (-1 or 0), as vector types do.
-#define FRUGAL_DETAIL_LANES4_OPERATOR(op, result)                                                              \
-    template <class T>                                                                                       \
-    [[nodiscard]] inline auto operator op(const lanes4<T>& a, const lanes4<T>& b) noexcept {                  \
-        return lanewise(a, b, [](T x, T y) { return result; });                                              \
-    }                                                                                                        \
-    template <class T>                                                                                       \
-    [[nodiscard]] inline auto operator op(const lanes4<T>& a, std::type_identity_t<T> b) noexcept {           \
-        return a op broadcast(b);                                                                            \
-    }                                                                                                        \
-    template <class T>                                                                                       \
-    [[nodiscard]] inline auto operator op(std::type_identity_t<T> a, const lanes4<T>& b) noexcept {           \
-        return broadcast(a) op b;                                                                            \
+
+// Four running minima, so that the comparisons of consecutive candidates do not wait for
+// each other (and a compiler may vectorise them).
+inline double kmeans1d_packed_minimum_scalar(const double* s, const double* g, const double* r, double si, double qi,
+                                             std::size_t last) noexcept {
+    constexpr std::size_t ways = 4;
+    double low[ways];
+    std::fill_n(low, ways, std::numeric_limits<double>::infinity());
+    std::size_t t = 0;
+    for (; t + ways <= last + 1; t += ways) {
+        for (std::size_t w = 0; w < ways; ++w) {
+            const double key = kmeans1d_packed_key(s, g, r, si, qi, t + w);
+            low[w] = key < low[w] ? key : low[w];
+        }
     }
-FRUGAL_DETAIL_LANES4_OPERATOR(+, x + y)
-FRUGAL_DETAIL_LANES4_OPERATOR(-, x - y)
-FRUGAL_DETAIL_LANES4_OPERATOR(*, x * y)
-FRUGAL_DETAIL_LANES4_OPERATOR(&, x & y)
-FRUGAL_DETAIL_LANES4_OPERATOR(|, x | y)
-FRUGAL_DETAIL_LANES4_OPERATOR(<, -static_cast<std::int64_t>(x < y))
-FRUGAL_DETAIL_LANES4_OPERATOR(<=, -static_cast<std::int64_t>(x <= y))
-#undef FRUGAL_DETAIL_LANES4_OPERATOR
-template <class V>
-inline void blend(V& to, const i64x4& mask, const V& from) noexcept {
-    for (std::size_t i = 0; i < 4; ++i) to.lane[i] = mask.lane[i] != 0 ? from.lane[i] : to.lane[i];
+    for (; t <= last; ++t) {
+        const double key = kmeans1d_packed_key(s, g, r, si, qi, t);
+        low[0] = key < low[0] ? key : low[0];
+    }
+    double lowest = low[0];
+    for (std::size_t w = 1; w < ways; ++w) lowest = low[w] < lowest ? low[w] : lowest;
+    return lowest;
 }
+
+/// Writes the ends first..first + ends - 1 of a sweep group from its lanes (lane l: end
+/// first + kmeans1d_sweep_lanes - 1 - l) and returns the split of its last end, where the
+/// next group's starts begin.
+inline std::size_t kmeans1d_store_sweep_group(const kmeans1d_row& row, std::size_t first, std::size_t ends,
+                                              const double* best, const std::int64_t* arg) noexcept {
+    const std::size_t last = first + kmeans1d_sweep_lanes - 1;
+    for (std::size_t l = kmeans1d_sweep_lanes - ends; l < kmeans1d_sweep_lanes; ++l) {
+        const double c = row.sumsq[last - l + 1] + best[l];
+        row.cost[last - l] = c > 0.0 ? c : 0.0;
+        row.split[last - l] = static_cast<std::uint32_t>(arg[l]);
+    }
+    return row.split[first + ends - 1];
+}
+
+// Start by start, all lanes of a group at a time, as the vector kernels do: the lanes'
+// comparisons do not wait for each other (and a compiler may vectorise them).
+inline void kmeans1d_sweep_scalar(const kmeans1d_row& row, std::size_t imin, std::size_t imax, std::size_t jmin,
+                                  std::size_t jmax) noexcept {
+    constexpr std::size_t lanes = kmeans1d_sweep_lanes;
+    std::size_t lo = jmin;
+    for (std::size_t first = imin; first <= imax; first += lanes) {
+        const std::size_t last = first + lanes - 1, hi = std::min(jmax, last);
+        double s_end[lanes], best[lanes];
+        std::int64_t arg[lanes];
+        for (std::size_t l = 0; l < lanes; ++l) {  // lane l: end last - l
+            s_end[l] = row.sum[last - l + 1];
+            best[l] = std::numeric_limits<double>::max();
+            arg[l] = static_cast<std::int64_t>(lo);
+        }
+        for (std::size_t j = lo; j <= hi; ++j) {
+            const double s_start = row.sum[j], g = row.gain[j];
+            const double* inv = row.recip + (static_cast<std::ptrdiff_t>(j) - static_cast<std::ptrdiff_t>(last) - 1);
+            for (std::size_t l = 0; l < lanes; ++l) {
+                const double d = s_end[l] - s_start;
+                const double spread = d * d * inv[l];  // inv[l] = 1 / (last - l - j + 1)
+                const double c = g - spread;
+                const bool better = c <= best[l];  // ties: the later start
+                best[l] = better ? c : best[l];
+                arg[l] = better ? static_cast<std::int64_t>(j) : arg[l];
+            }
+        }
+        lo = kmeans1d_store_sweep_group(row, first, std::min(lanes, imax - first + 1), best, arg);
+    }
+}
+
+inline constexpr kmeans1d_kernels kmeans1d_scalar{"scalar", kmeans1d_packed_minimum_scalar, kmeans1d_sweep_scalar};
+
+#if FRUGAL_X86_KERNELS
+/// `low` with the keys of candidates t..t + 3 taken in (kmeans1d_kernels::packed_minimum),
+/// their ranks `rank`, the lanes where `past` is set made all ones (a NaN, never lowest).
+[[nodiscard, gnu::target("avx2"), gnu::always_inline]] inline __m256d kmeans1d_take_avx2(
+    __m256d low, const double* s, const double* g, const double* r, __m256d si, __m256d qi, __m256i rank,
+    __m256i past) noexcept {
+    const __m256d d = _mm256_sub_pd(si, _mm256_loadu_pd(s));
+    const __m256d v = _mm256_sub_pd(_mm256_add_pd(qi, _mm256_loadu_pd(g)),
+                                    _mm256_mul_pd(_mm256_mul_pd(d, d), _mm256_loadu_pd(r)));
+    const __m256i key = _mm256_or_si256(
+        _mm256_or_si256(_mm256_andnot_si256(_mm256_set1_epi64x(kmeans1d_rank_bits), _mm256_castpd_si256(v)), rank),
+        past);
+    return _mm256_min_pd(_mm256_castsi256_pd(key), low);  // key < low ? key : low
+}
+
+// Four candidates a step and no scalar remainder (a remainder's data-dependent branches
+// mispredict on fresh pools): the last step takes the range's last four candidates again,
+// a repeat that leaves a minimum as it is, or on a range shorter than four, the range with
+// the lanes past it masked.
+[[gnu::target("avx2")]] inline double kmeans1d_packed_minimum_avx2(const double* s, const double* g, const double* r,
+                                                                   double si, double qi, std::size_t last) noexcept {
+    constexpr std::int64_t top = kmeans1d_rank_bits;
+    const __m256d vsi = _mm256_set1_pd(si), vqi = _mm256_set1_pd(qi);
+    const __m256i base = _mm256_set_epi64x(top - 3, top - 2, top - 1, top);
+    __m256d low = _mm256_set1_pd(std::numeric_limits<double>::infinity());
+    __m256i rank = base;
+    const std::size_t whole = (last + 1) / 4 * 4;
+    for (std::size_t t = 0; t < whole; t += 4, rank = _mm256_sub_epi64(rank, _mm256_set1_epi64x(4)))
+        low = kmeans1d_take_avx2(low, s + t, g + t, r + t, vsi, vqi, rank, _mm256_setzero_si256());
+    const std::size_t tail = last + 1 >= 4 ? last + 1 - 4 : 0;
+    rank = _mm256_sub_epi64(base, _mm256_set1_epi64x(static_cast<std::int64_t>(tail)));
+    const __m256i past = _mm256_cmpgt_epi64(_mm256_set1_epi64x(top - static_cast<std::int64_t>(last)), rank);
+    low = kmeans1d_take_avx2(low, s + tail, g + tail, r + tail, vsi, vqi, rank, past);
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, low);
+    double lowest = lanes[0];
+    for (std::size_t t = 1; t < 4; ++t) lowest = lanes[t] < lowest ? lanes[t] : lowest;
+    return lowest;
+}
+
+// Two vectors of four ends; lane t of vector v is end last - 4v - t, so that consecutive
+// lanes read consecutive entries of recip.
+[[gnu::target("avx2")]] inline void kmeans1d_sweep_avx2(const kmeans1d_row& row, std::size_t imin, std::size_t imax,
+                                                        std::size_t jmin, std::size_t jmax) noexcept {
+    constexpr std::size_t lanes = kmeans1d_sweep_lanes, vectors = lanes / 4;
+    std::size_t lo = jmin;
+    for (std::size_t first = imin; first <= imax; first += lanes) {
+        const std::size_t last = first + lanes - 1, hi = std::min(jmax, last);
+        __m256d s_end[vectors], best[vectors];
+        __m256d arg[vectors];  // the starts, as 64-bit integers
+        for (std::size_t v = 0; v < vectors; ++v) {
+            s_end[v] = _mm256_permute4x64_pd(_mm256_loadu_pd(row.sum + last - 4 * v - 2), 0x1b);  // reversed
+            best[v] = _mm256_set1_pd(std::numeric_limits<double>::max());
+            arg[v] = _mm256_castsi256_pd(_mm256_set1_epi64x(static_cast<std::int64_t>(lo)));
+        }
+        for (std::size_t j = lo; j <= hi; ++j) {
+            const __m256d s_start = _mm256_set1_pd(row.sum[j]), g = _mm256_set1_pd(row.gain[j]);
+            const __m256d start = _mm256_castsi256_pd(_mm256_set1_epi64x(static_cast<std::int64_t>(j)));
+            for (std::size_t v = 0; v < vectors; ++v) {
+                // lane t: 1 / (last - 4v - t - j + 1)
+                const __m256d inv = _mm256_loadu_pd(row.recip + (static_cast<std::ptrdiff_t>(j + 4 * v) -
+                                                                 static_cast<std::ptrdiff_t>(last) - 1));
+                const __m256d d = _mm256_sub_pd(s_end[v], s_start);
+                const __m256d c = _mm256_sub_pd(g, _mm256_mul_pd(_mm256_mul_pd(d, d), inv));
+                const __m256d better = _mm256_cmp_pd(c, best[v], _CMP_LE_OQ);  // ties: the later start
+                // c <= best ? c : best (a NaN never wins) but for the sign of a zero best on a
+                // tie, which no cost keeps (kmeans1d_store_sweep_group adds sumsq and clamps)
+                best[v] = _mm256_min_pd(c, best[v]);
+                arg[v] = _mm256_blendv_pd(arg[v], start, better);
+            }
+        }
+        alignas(32) double best_lanes[lanes];
+        alignas(32) std::int64_t arg_lanes[lanes];
+        for (std::size_t v = 0; v < vectors; ++v) {
+            _mm256_store_pd(best_lanes + 4 * v, best[v]);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(arg_lanes + 4 * v), _mm256_castpd_si256(arg[v]));
+        }
+        lo = kmeans1d_store_sweep_group(row, first, std::min(lanes, imax - first + 1), best_lanes, arg_lanes);
+    }
+}
+
+inline constexpr kmeans1d_kernels kmeans1d_avx2{"avx2", kmeans1d_packed_minimum_avx2, kmeans1d_sweep_avx2};
+#endif  // FRUGAL_X86_KERNELS
+
+/// The kernels of `isa` ("avx2", "scalar") when this build has them and the CPU runs them,
+/// else null: for tests that compare every path with the scalar one.
+[[nodiscard]] inline const kmeans1d_kernels* kmeans1d_kernels_for(const char* isa) noexcept {
+    if (std::strcmp(isa, "scalar") == 0) return &kmeans1d_scalar;
+#if FRUGAL_X86_KERNELS
+    __builtin_cpu_init();  // in case this runs before the runtime's own initialisation
+    if (std::strcmp(isa, "avx2") == 0 && __builtin_cpu_supports("avx2")) return &kmeans1d_avx2;
 #endif
+    return nullptr;
+}
+
+/// The kernels every fit runs: the widest the CPU runs, chosen on the first call. A test
+/// may store others (kmeans1d_kernels_for) before it fits.
+[[nodiscard]] inline std::atomic<const kmeans1d_kernels*>& kmeans1d_kernels_in_use() noexcept {
+    static std::atomic<const kmeans1d_kernels*> chosen{[] {
+        const kmeans1d_kernels* k = kmeans1d_kernels_for("avx2");
+        return k != nullptr ? k : &kmeans1d_scalar;
+    }()};
+    return chosen;
+}
+
+}  // namespace FRUGAL_SIMD_ABI
 }  // namespace detail
 
 /// Exact optimal 1-D k-means for every k in 1..k_max from one dynamic programme over the
@@ -162,13 +327,14 @@ public:
             cost_[i] = sse_of(0, i);
             split_[i] = 0;
         }
+        const detail::kmeans1d_kernels& kernels = *detail::kmeans1d_kernels_in_use().load(std::memory_order_relaxed);
         for (std::size_t k = 1; k < k_max_; ++k) {
             // gain[j] = D[k-1][j-1] - sumsq[j]: D[k-1][j-1] + SSE(j..i) = sumsq[i+1] + gain[j] - ...
             const double* prev = cost_.data() + (k - 1) * n_;
             for (std::size_t j = k; j < n_; ++j) gain_[j] = prev[j - 1] - sumsq_[j];
             // rows below the last are needed at every end i (backtracking); the last only at n - 1
-            if (k + 1 < k_max_) fill_row(k, k, n_ - 1, k, n_ - 1);
-            else row_minimum(k, n_ - 1, k, n_ - 1);
+            if (k + 1 < k_max_) fill_row(kernels, k, k, n_ - 1, k, n_ - 1);
+            else row_minimum(kernels, k, n_ - 1, k, n_ - 1);
         }
     }
 
@@ -275,14 +441,9 @@ public:
     }
 
 private:
-    /// Candidates per step of a row minimum: one four-lane pack.
-    static constexpr std::size_t row_lanes = 4;
-    /// Ends per sweep group, one lane per end: two four-lane packs.
-    static constexpr std::size_t sweep_lanes = 8;
-    static_assert(row_lanes == 4 && sweep_lanes % 4 == 0, "the searches use four-lane packs (detail::f64x4)");
     /// Entries past the end of the prefix sums, and on both sides of the reciprocal table,
-    /// that the row searches may read (masked or discarded lanes).
-    static constexpr std::size_t table_pad = sweep_lanes;
+    /// that the row searches may read (masked or discarded lanes; see detail::kmeans1d_row).
+    static constexpr std::size_t table_pad = detail::kmeans1d_sweep_lanes;
     /// Stretches of at most this many ends, whose candidate starts number at most
     /// sweep_max_span per end, are swept instead of bisected (a tuning choice: any values
     /// give the same result; dev/notes/pruning.md has the measurements behind them).
@@ -502,18 +663,16 @@ private:
     }
 
     /// D[k][i] and its optimal split over last-cluster starts lo..hi (hi <= i), the largest
-    /// one on ties. The loop runs whole four-lane packs and no scalar remainder (a
-    /// remainder's data-dependent branches mispredict on fresh pools): the last pack takes
-    /// the range's last four candidates again, a repeat that leaves a minimum as it is, or
-    /// on a range shorter than a pack, the range with the lanes past it masked. Ranges of up
-    /// to 4092 candidates pack the candidate's rank from the end into the lowest 12 mantissa
-    /// bits of its cost, so one minimum over doubles yields cost and position; a masked lane
-    /// is all ones, a NaN, which never compares below. The winner's cost is then recomputed
-    /// in full. A candidate within 2^-40 (relative) of the best may win instead of it, as
-    /// may, among costs that rounding made negative, a smaller rank: far below the rounding
-    /// of the prefix-sum costs themselves. Longer ranges compare costs as integers (the bits
-    /// of a non-negative double order like its value).
-    void row_minimum(std::size_t k, std::size_t i, std::size_t lo, std::size_t hi) {
+    /// one on ties. Ranges of up to 4092 candidates pack the candidate's rank from the end
+    /// into the lowest 12 mantissa bits of its cost, so that one minimum over doubles yields
+    /// cost and position, whatever order the kernel visits the candidates in (no two keys are
+    /// equal); the winner's cost is then recomputed in full. A candidate within 2^-40
+    /// (relative) of the best may win instead of it, as may, among costs that rounding made
+    /// negative, a smaller rank: far below the rounding of the prefix-sum costs themselves.
+    /// Longer ranges compare costs as integers (the bits of a non-negative double order like
+    /// its value).
+    void row_minimum(const detail::kmeans1d_kernels& kernels, std::size_t k, std::size_t i, std::size_t lo,
+                     std::size_t hi) {
         FRUGAL_ASSERT(k <= lo && lo <= hi && hi <= i);
         const double si = sum_[i + 1], qi = sumsq_[i + 1];
         const double* s = sum_.data() + lo;
@@ -521,41 +680,12 @@ private:
         const double* r = recip_.data() + table_pad + (n_ - 1 - i) + lo;  // r[t] = 1 / (i - lo - t + 1)
         const std::size_t last = hi - lo;
         constexpr std::int64_t none = std::numeric_limits<std::int64_t>::max();
-        constexpr std::int64_t rank_bits = (std::int64_t{1} << 12) - 1;
+        constexpr std::int64_t rank_bits = detail::kmeans1d_rank_bits;
         std::int64_t best = none;
         std::size_t arg = 0;
-        if (const std::size_t count = (last + row_lanes) / row_lanes * row_lanes; count <= static_cast<std::size_t>(rank_bits)) {
-            using vec = detail::f64x4;
-            using lanes = detail::i64x4;
-            vec low = vec{} + std::numeric_limits<double>::infinity();
-            lanes base;
-            for (std::size_t t = 0; t < row_lanes; ++t) base[t] = rank_bits - static_cast<std::int64_t>(t);
-            // takes the candidates at positions t..t + 3 into `low`, their ranks (`rank`, from
-            // rank_bits - t down) packed into their costs, the lanes where `past` is set (past
-            // the range) all ones
-            const auto take = [&](std::size_t t, const lanes& rank, const lanes& past) {
-                vec sv, gv, rv;
-                std::memcpy(&sv, s + t, sizeof sv);
-                std::memcpy(&gv, g + t, sizeof gv);
-                std::memcpy(&rv, r + t, sizeof rv);
-                const vec d = si - sv;
-                vec v = (qi + gv) - d * d * rv;
-                lanes key;
-                std::memcpy(&key, &v, sizeof key);
-                key = (key & ~rank_bits) | rank | past;
-                std::memcpy(&v, &key, sizeof v);
-                detail::blend(low, v < low, v);
-            };
-            const std::size_t whole = (last + 1) / row_lanes * row_lanes;
-            lanes rank = base;
-            for (std::size_t t = 0; t < whole; t += row_lanes, rank = rank - std::int64_t{row_lanes}) take(t, rank, lanes{});
-            // then the last row_lanes candidates again (a repeat leaves a minimum as it is) or,
-            // on ranges shorter than that, the range with the lanes past it masked
-            const std::size_t tail = last + 1 >= row_lanes ? last + 1 - row_lanes : 0;
-            rank = base - static_cast<std::int64_t>(tail);
-            take(tail, rank, rank < rank_bits - static_cast<std::int64_t>(last));
-            double lowest = low[0];
-            for (std::size_t t = 1; t < row_lanes; ++t) lowest = low[t] < lowest ? low[t] : lowest;
+        // (the limit: ranges rounded up to whole packs of four have ranks below rank_bits)
+        if (const std::size_t count = (last + 4) / 4 * 4; count <= static_cast<std::size_t>(rank_bits)) {
+            const double lowest = kernels.packed_minimum(s, g, r, si, qi, last);
             arg = static_cast<std::size_t>(rank_bits - (std::bit_cast<std::int64_t>(lowest) & rank_bits));
             FRUGAL_ASSERT(arg <= last);  // the costs are finite: a masked (NaN) lane never wins
             const double d = si - s[arg];
@@ -577,61 +707,23 @@ private:
     }
 
     /// Row k for the ends imin..imax (a short stretch), whose optimal starts lie in jmin..jmax,
-    /// in groups of sweep_lanes consecutive ends: each candidate start of a group is tried for
-    /// all its ends at once, one lane per end, so the search has no per-end branches or
-    /// calls, and each group starts at the argmin of the group before (the argmin is
-    /// monotone). Lanes run from the group's last end down, so that consecutive lanes read
-    /// consecutive entries of recip_; lanes whose cluster would be empty read its NaN padding
-    /// and never win (IEEE comparisons: a -ffinite-math-only build may not keep this). The
-    /// lane's constant sumsq[i + 1] is added after the search.
-    void sweep_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
-        using vec = detail::f64x4;
-        using mask = detail::i64x4;
-        constexpr std::size_t vectors = sweep_lanes / 4;
-        double* cost = cost_.data() + k * n_;
-        std::uint32_t* split = split_.data() + k * n_;
-        std::size_t lo = jmin;
-        for (std::size_t first = imin; first <= imax; first += sweep_lanes) {
-            const std::size_t last = first + sweep_lanes - 1;  // lane t of vector v: end last - 4v - t
-            vec s_end[vectors], best[vectors];
-            mask arg[vectors];
-            for (std::size_t v = 0; v < vectors; ++v) {
-                const double* s = sum_.data() + last - 4 * v - 2;
-                s_end[v] = vec{s[3], s[2], s[1], s[0]};
-                best[v] = vec{} + std::numeric_limits<double>::max();
-                arg[v] = mask{} + static_cast<std::int64_t>(lo);
-            }
-            const std::size_t hi = std::min(jmax, last);
-            for (std::size_t j = lo; j <= hi; ++j) {
-                const double s_start = sum_[j], g = gain_[j];
-                const mask start = mask{} + static_cast<std::int64_t>(j);
-                for (std::size_t v = 0; v < vectors; ++v) {
-                    vec inv;  // lane t: 1 / (last - 4v - t - j + 1), at table_pad + n - that length
-                    std::memcpy(&inv, recip_.data() + (table_pad + n_ + j + 4 * v) - (last + 1), sizeof inv);
-                    const vec d = s_end[v] - s_start;
-                    const vec c = g - d * d * inv;
-                    const auto better = c <= best[v];  // ties: the later start, as row_minimum
-                    detail::blend(best[v], better, c);
-                    detail::blend(arg[v], better, start);
-                }
-            }
-            const std::size_t ends = std::min(sweep_lanes, imax - first + 1);
-            for (std::size_t v = 0; v < vectors; ++v) {
-                const double* q = sumsq_.data() + last - 4 * v - 2;
-                const vec c = vec{q[3], q[2], q[1], q[0]} + best[v];
-                for (std::size_t t = 0; t < 4; ++t) {
-                    const std::size_t e = sweep_lanes - 1 - 4 * v - t;  // end first + e
-                    if (e >= ends) continue;
-                    cost[first + e] = c[t] > 0.0 ? c[t] : 0.0;
-                    split[first + e] = static_cast<std::uint32_t>(arg[v][t]);
-                }
-            }
-            lo = split[first + ends - 1];
-        }
+    /// in groups of detail::kmeans1d_sweep_lanes consecutive ends: each candidate start of a
+    /// group is tried for all its ends at once, one lane per end, so the search has no
+    /// per-end branches or calls, and each group starts at the argmin of the group before
+    /// (the argmin is monotone). Lanes whose cluster would be empty read the NaN padding of
+    /// recip_ and never win (IEEE comparisons: a -ffinite-math-only build may not keep
+    /// this); ties go to the later start, as in row_minimum. The lane's constant
+    /// sumsq[i + 1] is added after the search.
+    void sweep_row(const detail::kmeans1d_kernels& kernels, std::size_t k, std::size_t imin, std::size_t imax,
+                   std::size_t jmin, std::size_t jmax) {
+        const detail::kmeans1d_row row{sum_.data(), sumsq_.data(), gain_.data(), recip_.data() + table_pad + n_,
+                                       cost_.data() + k * n_, split_.data() + k * n_};
+        kernels.sweep(row, imin, imax, jmin, jmax);
     }
 
     /// Row k of the DP for ends imin..imax, whose optimal last-cluster start lies in jmin..jmax.
-    void fill_row(std::size_t k, std::size_t imin, std::size_t imax, std::size_t jmin, std::size_t jmax) {
+    void fill_row(const detail::kmeans1d_kernels& kernels, std::size_t k, std::size_t imin, std::size_t imax,
+                  std::size_t jmin, std::size_t jmax) {
         FRUGAL_ASSERT(imin <= imax);
         if (jmin == jmax) {  // the monotone argmin pins every end of the stretch to jmin
             const double g = gain_[jmin], s = sum_[jmin];
@@ -644,14 +736,14 @@ private:
             return;
         }
         if (imax - imin < sweep_max_ends && jmax - jmin <= sweep_max_span * (imax - imin + 1)) {
-            sweep_row(k, imin, imax, jmin, jmax);
+            sweep_row(kernels, k, imin, imax, jmin, jmax);
             return;
         }
         const std::size_t i = imin + (imax - imin) / 2;
-        row_minimum(k, i, jmin, std::min(jmax, i));
+        row_minimum(kernels, k, i, jmin, std::min(jmax, i));
         const std::size_t arg = split_[k * n_ + i];
-        if (i > imin) fill_row(k, imin, i - 1, jmin, arg);
-        if (i < imax) fill_row(k, i + 1, imax, arg, jmax);
+        if (i > imin) fill_row(kernels, k, imin, i - 1, jmin, arg);
+        if (i < imax) fill_row(kernels, k, i + 1, imax, arg, jmax);
     }
 
     std::size_t n_ = 0, k_max_ = 0, recip_n_ = 0;
@@ -666,6 +758,19 @@ private:
     std::vector<double> cost_;              // D[k][i], row-major k_max x n
     std::vector<std::uint32_t> split_;      // start of the last cluster of D[k][i]
 };
+
+inline namespace FRUGAL_SIMD_ABI {
+/// The vector path of kmeans1d's row searches on this CPU: "avx2", or "scalar" (CPUs
+/// without AVX2, other architectures, compilers other than GCC and Clang). Chosen once, at
+/// the first fit, from the CPU and not from the compiler flags; every path gives the same
+/// results.
+/// @code
+/// std::printf("kmeans1d: %s\n", frugal::prune::kmeans1d_isa());
+/// @endcode
+[[nodiscard]] inline const char* kmeans1d_isa() noexcept {
+    return detail::kmeans1d_kernels_in_use().load(std::memory_order_relaxed)->isa;
+}
+}  // namespace FRUGAL_SIMD_ABI
 
 /// The optimal k-cluster 1-D k-means of `scores` (one DP of kmeans1d).
 /// @code
