@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <frugal/attention/batch_attention.hpp>
+#include <frugal/attention/kv_quantization.hpp>
 #include <frugal/attention/tiled_attention.hpp>
 #include <frugal/backend/eigen/attention_backend.hpp>
 #include <frugal/core/huge_page_allocator.hpp>
@@ -265,20 +266,25 @@ struct serve_workload {
     std::size_t chunk = 512;      // mixed: query tokens of each prefill chunk
     std::string dtype = "f32", layout = "hnd";
     bool per_head = false;
+    std::size_t kv_block = 0;     // decode keys per step (0: the plan's default)
     bool causal = false;          // prefill: causal mask (decode and mixed are always causal)
 };
 
 // A page pool holding every sequence's K/V in storage type T: pages of `page_size`
 // tokens handed out in a shuffled order (as a serving engine's allocator leaves them), or
-// one page per sequence (contiguous KV).
+// one page per sequence (contiguous KV). 8-bit pools carry their scales: one per KV head
+// for FP8 (calibrated on the values, as vLLM's k_scale), one per token and head for int8.
 template <class T>
 struct serve_pool {
     std::vector<std::int32_t> indptr{0}, indices, last;
     // One block per pool, on huge pages where the system allows, as an engine preallocates
     // its KV pool: pages handed out in a shuffled order then cost no TLB miss per page.
     std::vector<T, huge_page_allocator<T>> k, v;
+    std::vector<float> k_scale, v_scale;
     std::size_t pages = 0, page_size = 0, kv_heads = 0, d = 0;
     attention::kv_layout layout;
+    attention::scale_granularity granularity = std::is_same_v<T, std::int8_t> ? attention::scale_granularity::token
+                                                                             : attention::scale_granularity::head;
     serve_pool(const serve_batch& b, const serve_workload& w, bool contiguous)
         : kv_heads(w.kv_heads), d(w.d), layout(w.layout == "nhd" ? attention::kv_layout::nhd : attention::kv_layout::hnd) {
         page_size = contiguous ? *std::max_element(b.kv_lens.begin(), b.kv_lens.end()) : w.page_size;
@@ -291,22 +297,38 @@ struct serve_pool {
         indices.resize(pages);
         std::iota(indices.begin(), indices.end(), 0);
         if (!contiguous) std::shuffle(indices.begin(), indices.end(), std::mt19937(11));
-        // Values: one N(0, 1) stream per pool, so paged and contiguous hold the same K/V
-        // when filled through `fill`.
         k.resize(pages * page_size * kv_heads * d);
         v.resize(k.size());
+        if constexpr (attention::quantized_kv_type<T>) {
+            const std::size_t n = granularity == attention::scale_granularity::token ? pages * page_size * kv_heads : kv_heads;
+            k_scale.assign(n, 0.0f);
+            v_scale.assign(n, 0.0f);
+        }
     }
-    [[nodiscard]] attention::paged_kv<const T> view() const {
-        return attention::paged_kv<const T>::separate(k.data(), v.data(), pages, kv_heads, d, layout,
-                                                      {indptr, indices, last, page_size});
+    [[nodiscard]] attention::paged_kv<T> writable() {
+        auto kv = attention::paged_kv<T>::separate(k.data(), v.data(), pages, kv_heads, d, layout,
+                                                   {indptr, indices, last, page_size});
+        if constexpr (attention::quantized_kv_type<T>) return kv.with_scales({granularity, k_scale.data(), v_scale.data()});
+        else return kv;
     }
-    // Writes token t of KV head h of sequence s (K row, V row).
-    void set(std::size_t s, std::size_t h, std::size_t t, const float* krow, const float* vrow) {
-        const attention::page_geometry g{page_size, kv_heads, d, page_size * kv_heads * d, layout};
-        const std::size_t at = g.row_offset(std::size_t(indices[std::size_t(indptr[s]) + t / page_size]), h, t % page_size);
-        attention::from_floats(krow, k.data() + at, d);
-        attention::from_floats(vrow, v.data() + at, d);
+    [[nodiscard]] attention::paged_kv<const T> view() { return writable(); }
+    // Sets the per-head scales of an FP8 pool from the largest magnitudes of every
+    // sequence's K/V ([len][kv_heads][d] each).
+    void calibrate(const std::vector<std::vector<float>>& kf, const std::vector<std::vector<float>>& vf) {
+        if constexpr (attention::quantized_kv_type<T>) {
+            if (granularity != attention::scale_granularity::head) return;
+            for (std::size_t s = 0; s < kf.size(); ++s)
+                for (std::size_t i = 0; i < kf[s].size(); ++i) {
+                    const std::size_t h = i / d % kv_heads;
+                    k_scale[h] = std::max(k_scale[h], std::abs(kf[s][i]) / attention::quantized_max<T>);
+                    v_scale[h] = std::max(v_scale[h], std::abs(vf[s][i]) / attention::quantized_max<T>);
+                }
+        } else {
+            (void)kf, (void)vf;
+        }
     }
+    // Stored bytes: elements and scales.
+    [[nodiscard]] std::size_t bytes() const { return (k.size() + v.size()) * sizeof(T) + (k_scale.size() + v_scale.size()) * sizeof(float); }
 };
 
 // A streaming read of `bytes` bytes of the pools by `threads` workers: the bandwidth
@@ -377,7 +399,8 @@ double process_cpu_ms() {
     return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
 }
 
-template <class T>
+// T: Q and the output; KV: the cache (T, or an 8-bit type).
+template <class T, class KV = T>
 std::vector<record> serve_compare(const serve_workload& w, const std::vector<std::string>& impls, bool with_check,
                                   double min_seconds) {
     const serve_batch b(w.mode, w.batch, w.kv_len, w.spread, w.chunk, w.causal);
@@ -396,42 +419,62 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
     std::vector<T> q(qf.size()), out(qf.size());
     attention::from_floats(qf.data(), q.data(), q.size());
     const bool need_contiguous_pool = want("contiguous");
-    serve_pool<T> paged(b, w, false);
-    std::optional<serve_pool<T>> contiguous;
+    serve_pool<KV> paged(b, w, false);
+    std::optional<serve_pool<KV>> contiguous;
     if (need_contiguous_pool) contiguous.emplace(b, w, true);
     // Per sequence fp32 token-major K/V ([len][kv_heads][d]): the naive loop's input, the
-    // GEMM roofline's and the checker's.
+    // GEMM roofline's and the checker's; then written into the pools as an engine appends
+    // tokens (quantize_into), and for 8-bit pools replaced by what the cache holds.
     std::vector<std::vector<float>> kf(w.batch), vf(w.batch);
-    std::vector<float> krow(d), vrow(d);
     for (std::size_t s = 0; s < w.batch; ++s) {
         kf[s].resize(b.kv_lens[s] * hkv * d);
         vf[s].resize(kf[s].size());
-        for (std::size_t t = 0; t < b.kv_lens[s]; ++t)
-            for (std::size_t h = 0; h < hkv; ++h) {
-                for (std::size_t c = 0; c < d; ++c) {
-                    krow[c] = round(dist(rng));
-                    vrow[c] = round(dist(rng));
-                }
-                std::copy(krow.begin(), krow.end(), kf[s].begin() + std::ptrdiff_t((t * hkv + h) * d));
-                std::copy(vrow.begin(), vrow.end(), vf[s].begin() + std::ptrdiff_t((t * hkv + h) * d));
-                paged.set(s, h, t, krow.data(), vrow.data());
-                if (contiguous) contiguous->set(s, h, t, krow.data(), vrow.data());
-            }
+        for (std::size_t i = 0; i < kf[s].size(); ++i) {
+            kf[s][i] = round(dist(rng));
+            vf[s][i] = round(dist(rng));
+        }
     }
-    std::size_t kv_bytes = 0;
+    for (serve_pool<KV>* pool : {&paged, contiguous ? &*contiguous : nullptr}) {
+        if (pool == nullptr) continue;
+        pool->calibrate(kf, vf);
+        const auto kv = pool->writable();
+        for (std::size_t s = 0; s < w.batch; ++s)
+            for (std::size_t t = 0; t < b.kv_lens[s]; ++t)
+                attention::quantize_into(kv, s, t, std::span<const float>(kf[s]).subspan(t * hkv * d, hkv * d),
+                                         std::span<const float>(vf[s]).subspan(t * hkv * d, hkv * d));
+    }
+    if constexpr (attention::quantized_kv_type<KV>) {
+        const auto kv = paged.view();
+        for (std::size_t s = 0; s < w.batch; ++s)
+            for (std::size_t t = 0; t < b.kv_lens[s]; ++t)
+                for (std::size_t h = 0; h < hkv; ++h) {
+                    const std::size_t page = kv.table().page_of(s, t), r = t % kv.page_size();
+                    const std::size_t at = kv.geometry().row_offset(page, h, r), i = (t * hkv + h) * d;
+                    for (std::size_t c = 0; c < d; ++c) {
+                        kf[s][i + c] = attention::to_float(kv.k_pool()[at + c]) * kv.k_scale(page, h, r);
+                        vf[s][i + c] = attention::to_float(kv.v_pool()[at + c]) * kv.v_scale(page, h, r);
+                    }
+                }
+    }
+    // Stored bytes read, per pool: elements, and for int8 each row's scale.
+    const bool row_scales = paged.k_scale.size() > hkv;
+    std::size_t element_bytes = 0, scale_bytes = 0;
     double pairs = 0;
     for (std::size_t s = 0; s < w.batch; ++s) {
-        kv_bytes += 2 * b.kv_lens[s] * hkv * d * sizeof(T);
+        element_bytes += b.kv_lens[s] * hkv * d * sizeof(KV);
+        scale_bytes += row_scales ? b.kv_lens[s] * hkv * sizeof(float) : 0;
         pairs += double(b.mask.visible_pairs(std::int64_t(b.q_lens[s]), std::int64_t(b.kv_lens[s])));
     }
+    const std::size_t kv_bytes = 2 * (element_bytes + scale_bytes);
     // Useful FLOPs (visible pairs only) and the dense count the GEMM roofline computes.
     const double flops = 4.0 * pairs * double(d) * double(hq);
     double dense_flops = 0;
     for (std::size_t s = 0; s < w.batch; ++s) dense_flops += 4.0 * double(b.q_lens[s] * b.kv_lens[s]) * double(d * hq);
     const attention::batch_shape shape{.q_heads = hq, .kv_heads = hkv, .head_dim = d, .qo_indptr = b.qo_indptr,
                                        .kv_lens = b.kv_lens};
-    const auto plan = attention::batch::plan(shape, {.mask = b.mask, .dtype = attention::dtype_of<T>, .threads = w.threads,
-                                                     .group_decode_heads = !w.per_head});
+    const auto plan = attention::batch::plan(shape, {.mask = b.mask, .dtype = attention::dtype_of<T>,
+                                                     .kv_dtype = attention::dtype_of<KV>, .threads = w.threads,
+                                                     .kv_block = w.kv_block, .group_decode_heads = !w.per_head});
     std::vector<float> ws(plan.workspace_bytes() / sizeof(float));
     const frugal::eigen::attention_backend cpu;
     const auto qv = attention::heads_view<const T>::token_major(q.data(), tokens, hq, d);
@@ -453,7 +496,7 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
             attention::batch::run(plan, cpu, qv, paged_view, ov, {}, std::span<float>(ws), default_thread_pool());
         }, plan.workspace_bytes(), -1});
     }
-    std::optional<attention::paged_kv<const T>> contiguous_view;
+    std::optional<attention::paged_kv<const KV>> contiguous_view;
     if (contiguous) {
         contiguous_view.emplace(contiguous->view());
         results.push_back({"contiguous", [&] {
@@ -483,8 +526,15 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
                 for (std::size_t t = 0; t < n; ++t)
                     for (std::size_t h = 0; h < hkv; ++h) {
                         const auto kr = paged_view.k_rows(s, h, t, 1), vr = paged_view.v_rows(s, h, t, 1);
-                        attention::to_floats(kr.data(), naive_k.data() + (t * hkv + h) * d, d);
-                        attention::to_floats(vr.data(), naive_v.data() + (t * hkv + h) * d, d);
+                        float* krow = naive_k.data() + (t * hkv + h) * d;
+                        float* vrow = naive_v.data() + (t * hkv + h) * d;
+                        attention::to_floats(kr.data(), krow, d);
+                        attention::to_floats(vr.data(), vrow, d);
+                        if constexpr (attention::quantized_kv_type<KV>) {
+                            const std::size_t page = paged_view.table().page_of(s, t), r = t % paged_view.page_size();
+                            const float ks = paged_view.k_scale(page, h, r), vs = paged_view.v_scale(page, h, r);
+                            for (std::size_t c = 0; c < d; ++c) krow[c] *= ks, vrow[c] *= vs;
+                        }
                     }
                 attention::to_floats(q.data() + b.qo_indptr[s] * hq * d, naive_q.data(), ql * hq * d);
                 const attention::attention_shape sh{.q_heads = hq, .kv_heads = hkv, .q_len = ql, .kv_len = n, .head_dim = d};
@@ -498,7 +548,11 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
             }
         }, (naive_k.size() * 2 + naive_q.size() * 2 + naive_ws.size()) * sizeof(float), -1});
     }
-    const stream_read reader({{paged.k.data(), kv_bytes / 2}, {paged.v.data(), kv_bytes / 2}}, w.threads);
+    const stream_read reader({{paged.k.data(), element_bytes},
+                              {paged.v.data(), element_bytes},
+                              {paged.k_scale.data(), scale_bytes},
+                              {paged.v_scale.data(), scale_bytes}},
+                             w.threads);
     if (want("membw")) results.push_back({"membw", [&] { reader(w.threads); }, 0, -1});
     const fma_peak arithmetic(flops / 2, w.threads);
     if (want("fma")) results.push_back({"fma", [&] { arithmetic(w.threads); }, 0, -1});
@@ -618,12 +672,14 @@ public:
             ->check(CLI::Range(0.0, 1.0))->capture_default_str();
         app.add_option("--page-size", s_.page_size, "--mode: tokens per KV page")
             ->check(CLI::PositiveNumber)->capture_default_str();
-        app.add_option("--dtype", s_.dtype, "--mode: storage of Q, K, V and the output")
-            ->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+        app.add_option("--dtype", s_.dtype, "--mode: storage of Q, K, V and the output (8-bit: of K/V, read by bf16 Q)")
+            ->check(CLI::IsMember({"f32", "bf16", "f16", "fp8e4m3", "fp8e5m2", "int8"}))->capture_default_str();
         app.add_option("--layout", s_.layout, "--mode: page layout")->check(CLI::IsMember({"nhd", "hnd"}))
             ->capture_default_str();
         app.add_flag("--per-head-items", s_.per_head,
                      "--mode: one decode item per KV head (batch_options::group_decode_heads = false)");
+        app.add_option("--kv-block", s_.kv_block, "--mode: decode keys per step (batch_options::kv_block; 0: the plan's)")
+            ->check(CLI::Range(0, 256))->capture_default_str();
         app.add_option("--chunk", s_.chunk, "--mode mixed: query tokens of each prefill chunk")
             ->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--backend", backend_, "--mode: where attention runs; cuda times the CUDA adapter on the GPU "
@@ -751,6 +807,10 @@ private:
     }
     static std::vector<record> serve(const serve_workload& w, const std::vector<std::string>& impls, bool check,
                                      double seconds) {
+        // 8-bit K/V is read by bf16 queries, as engines run it.
+        if (w.dtype == "fp8e4m3") return serve_compare<attention::bfloat16, attention::float8_e4m3>(w, impls, check, seconds);
+        if (w.dtype == "fp8e5m2") return serve_compare<attention::bfloat16, attention::float8_e5m2>(w, impls, check, seconds);
+        if (w.dtype == "int8") return serve_compare<attention::bfloat16, std::int8_t>(w, impls, check, seconds);
         if (w.dtype == "bf16") return serve_compare<attention::bfloat16>(w, impls, check, seconds);
         if (w.dtype == "f16") return serve_compare<attention::float16>(w, impls, check, seconds);
         return serve_compare<float>(w, impls, check, seconds);

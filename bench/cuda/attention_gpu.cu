@@ -340,6 +340,8 @@ std::vector<record> run_attention(const workload& w) {
     FRUGAL_CHECK(w.heads % w.kv_heads == 0, "attention --backend cuda: kv_heads ", w.kv_heads,
                  " does not divide heads ", w.heads);
     FRUGAL_CHECK(w.reps > 0, "attention --backend cuda: reps ", w.reps, " must be positive");
+    FRUGAL_CHECK(w.dtype == "f32" || w.dtype == "bf16" || w.dtype == "f16", "attention --backend cuda: dtype ", w.dtype,
+                 " is not on the GPU yet (f32, bf16, f16)");
     if (w.dtype == "f32") return run_typed<float>(w);
     if (w.dtype == "bf16") return run_typed<attention::bfloat16>(w);
     return run_typed<attention::float16>(w);

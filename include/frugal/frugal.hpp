@@ -32,6 +32,7 @@
 #include "frugal/attention/dtype.hpp"
 #include "frugal/attention/heads_view.hpp"
 #include "frugal/attention/host_device.hpp"
+#include "frugal/attention/kv_quantization.hpp"
 #include "frugal/attention/masks.hpp"
 #include "frugal/attention/memory_model.hpp"
 #include "frugal/attention/online_softmax.hpp"

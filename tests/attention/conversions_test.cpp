@@ -2,10 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "conversion_inputs.hpp"
@@ -95,5 +99,138 @@ TEST(Conversions, NaNsBehaveAsTheHardwareConversionsDo) {
     EXPECT_EQ(fa::bfloat16::from_float(std::bit_cast<float>(0x7f800001u)).bits, 0x7fc0);
     EXPECT_EQ(bits_of(fa::bfloat16{0x7f81}.to_float()), 0x7f810000u);
 }
+
+// --- 8-bit K/V elements ----------------------------------------------------------------
+
+// An 8-bit float code decoded from the format's definition in double: (-1)^s 2^(e - bias)
+// (1 + m / 2^mbits), or 2^(1 - bias) m / 2^mbits for e = 0; NaN (and, for E5M2, infinity)
+// where the format puts them.
+double decode_fp8(std::uint8_t code, int ebits, int mbits) {
+    const int bias = (1 << (ebits - 1)) - 1, e = (code >> mbits) & ((1 << ebits) - 1), m = code & ((1 << mbits) - 1);
+    const double sign = (code & 0x80) != 0 ? -1.0 : 1.0;
+    if (ebits == 4 && (code & 0x7f) == 0x7f) return std::numeric_limits<double>::quiet_NaN();
+    if (ebits == 5 && e == 31) return m == 0 ? sign * std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    const double frac = double(m) / double(1 << mbits);
+    return sign * (e == 0 ? std::ldexp(frac, 1 - bias) : std::ldexp(1.0 + frac, e - bias));
+}
+
+// The code nearest to x among the finite codes (ties to the even code), saturating at the
+// largest finite value: a brute-force oracle for from_float.
+std::uint8_t nearest_fp8(float x, int ebits, int mbits) {
+    if (std::isnan(x)) return 0;  // (NaNs are checked apart)
+    const double largest = ebits == 4 ? 448.0 : 57344.0;
+    if (std::abs(double(x)) >= largest) x = std::copysign(float(largest), x);  // saturation
+    std::uint8_t best = 0;
+    double best_err = std::numeric_limits<double>::infinity();
+    for (int c = 0; c < 256; ++c) {
+        const double v = decode_fp8(std::uint8_t(c), ebits, mbits);
+        if (!std::isfinite(v) || std::signbit(v) != std::signbit(x)) continue;  // rounding keeps the sign
+        const double err = std::abs(v - double(x));
+        if (err < best_err || (err == best_err && (c & 1) == 0)) best = std::uint8_t(c), best_err = err;
+    }
+    return best;
+}
+
+TEST(Conversions, Fp8CodesDecodeAsTheirFormatsDefineThem) {
+    for (int c = 0; c < 256; ++c) {
+        const auto code = std::uint8_t(c);
+        const double e4 = decode_fp8(code, 4, 3), e5 = decode_fp8(code, 5, 2);
+        const float g4 = fa::float8_e4m3{code}.to_float(), g5 = fa::float8_e5m2{code}.to_float();
+        EXPECT_EQ(std::isnan(g4), std::isnan(e4)) << c;
+        EXPECT_EQ(std::isnan(g5), std::isnan(e5)) << c;
+        EXPECT_EQ(std::signbit(g4), std::signbit(e4) || (std::isnan(e4) && c >= 0x80)) << c;
+        if (!std::isnan(e4)) { EXPECT_EQ(double(g4), e4) << c; }
+        if (!std::isnan(e5)) { EXPECT_EQ(double(g5), e5) << c; }
+    }
+    EXPECT_EQ(fa::float8_e4m3{0x7e}.to_float(), 448.0f);
+    EXPECT_EQ(fa::float8_e4m3{0x01}.to_float(), 0x1p-9f);
+    EXPECT_EQ(fa::float8_e5m2{0x7b}.to_float(), 57344.0f);
+    EXPECT_EQ(fa::float8_e5m2{0x01}.to_float(), 0x1p-16f);
+}
+
+TEST(Conversions, Fp8RoundingIsNearestEvenAndSaturates) {
+    std::vector<float> x = frugal::testing::rounding_sweep();
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> exponent(-20.0f, 18.0f);
+    for (int i = 0; i < 20000; ++i) x.push_back((i % 2 ? -1.0f : 1.0f) * std::exp2(exponent(rng)));
+    // Every midpoint between neighbouring codes, and a hair either side of it.
+    for (int ebits : {4, 5}) {
+        const int mbits = 7 - ebits;
+        std::vector<double> v;
+        for (int c = 0; c < 128; ++c)
+            if (const double d = decode_fp8(std::uint8_t(c), ebits, mbits); std::isfinite(d)) v.push_back(d);
+        std::sort(v.begin(), v.end());
+        for (std::size_t i = 0; i + 1 < v.size(); ++i) {
+            const auto mid = float((v[i] + v[i + 1]) / 2);
+            x.insert(x.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f), -mid});
+        }
+    }
+    x.insert(x.end(), {INFINITY, -INFINITY, 1e30f, -1e30f, 449.0f, 464.0f, 480.0f, 57344.0f, 61440.0f, 0.0f, -0.0f});
+    for (float f : x) {
+        if (std::isnan(f)) continue;
+        ASSERT_EQ(fa::float8_e4m3::from_float(f).bits, nearest_fp8(f, 4, 3)) << f;
+        ASSERT_EQ(fa::float8_e5m2::from_float(f).bits, nearest_fp8(f, 5, 2)) << f;
+    }
+    EXPECT_TRUE(std::isnan(fa::float8_e4m3::from_float(NAN).to_float()));
+    EXPECT_TRUE(std::isnan(fa::float8_e5m2::from_float(-NAN).to_float()));
+}
+
+TEST(Conversions, EightBitBlocksGiveTheScalarBitsOnEveryPath) {
+    // Every code, from an odd start so the vector loads are unaligned, in a buffer long
+    // enough for every vector width.
+    std::vector<fa::float8_e4m3> e4(1 + 512);
+    std::vector<fa::float8_e5m2> e5(e4.size());
+    std::vector<std::int8_t> i8(e4.size());
+    for (std::size_t i = 0; i < e4.size(); ++i) {
+        e4[i].bits = e5[i].bits = std::uint8_t(i * 7 + 3);
+        i8[i] = std::int8_t(std::uint8_t(i * 5 + 1));
+    }
+    for (const char* isa : {"scalar", "sse2", "avx2", "avx512"}) {
+        const fa::detail::conversion_kernels* k = fa::detail::conversion_kernels_for(isa);
+        if (k == nullptr) continue;
+        std::vector<float> out(e4.size());
+        for (std::size_t n : {std::size_t{512}, std::size_t{3}, std::size_t{21}}) {
+            k->e4m3_to_floats(e4.data() + 1, out.data(), n);
+            for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits_of(out[i]), bits_of(e4[i + 1].to_float())) << isa << " e4m3 " << i;
+            k->e5m2_to_floats(e5.data() + 1, out.data(), n);
+            for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits_of(out[i]), bits_of(e5[i + 1].to_float())) << isa << " e5m2 " << i;
+            k->i8_to_floats(i8.data() + 1, out.data(), n);
+            for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], float(i8[i + 1])) << isa << " int8 " << i;
+        }
+    }
+    std::vector<float> out(e4.size());
+    fa::to_floats(e4.data(), out.data(), e4.size());
+    for (std::size_t i = 0; i < e4.size(); ++i) ASSERT_EQ(bits_of(out[i]), bits_of(e4[i].to_float())) << i;
+}
+
+#if FRUGAL_X86_KERNELS
+// The decode kernels' E4M3 loads that leave out a factor 256: every code against the exact
+// conversion over 256, on each path this CPU runs.
+[[gnu::target("avx2,f16c")]] void e4m3_over_256_avx2(const fa::float8_e4m3* p, float* out) {
+    _mm256_storeu_ps(out, fa::detail::load_e4m3_over_256_avx2(p));
+}
+[[gnu::target("avx512f")]] void e4m3_over_256_avx512(const fa::float8_e4m3* p, float* out) {
+    _mm512_storeu_ps(out, fa::detail::load_e4m3_over_256_avx512(p));
+}
+
+TEST(Conversions, E4m3LoadsOverTwoFiftySixAreExact) {
+    std::vector<fa::float8_e4m3> codes(256);
+    for (std::size_t i = 0; i < codes.size(); ++i) codes[i].bits = std::uint8_t(i);
+    for (const auto& [isa, lanes, load] : {std::tuple{"avx2", std::size_t{8}, &e4m3_over_256_avx2},
+                                           std::tuple{"avx512", std::size_t{16}, &e4m3_over_256_avx512}}) {
+        if (fa::detail::conversion_kernels_for(isa) == nullptr) continue;
+        std::vector<float> out(codes.size());
+        for (std::size_t i = 0; i < codes.size(); i += lanes) load(codes.data() + i, out.data() + i);
+        for (std::size_t i = 0; i < codes.size(); ++i) {
+            const float want = codes[i].to_float() / 256.0f;
+            if (std::isnan(want)) {
+                EXPECT_TRUE(std::isnan(out[i])) << isa << " " << i;
+            } else {
+                EXPECT_EQ(bits_of(out[i]), bits_of(want)) << isa << " " << i;
+            }
+        }
+    }
+}
+#endif
 
 }  // namespace

@@ -29,24 +29,46 @@
 
 namespace frugal::attention {
 
+/// The K/V rows of one decode block as a backend's `decode_tile` receives them: `heads` KV
+/// heads x `n` keys, head-major (`k[h * n + j]` is key j of the block's head h), each row
+/// `d` elements of `T` wherever its page puts it; for 8-bit K/V each row's scale, in the
+/// same order (a K row's values are its elements times `k_scale`).
+/// @code
+/// frugal::attention::decode_block<frugal::attention::bfloat16> block{k_rows, v_rows, /*heads=*/8};
+/// std::size_t keys = block.keys();
+/// @endcode
+template <class T>
+struct decode_block {
+    std::span<const T* const> k;
+    std::span<const T* const> v;
+    std::size_t heads = 1;
+    std::span<const float> k_scale{};  ///< empty unless T is an 8-bit type
+    std::span<const float> v_scale{};
+    bool token_major = false;  ///< a key's heads lie side by side (NHD pages): best read together
+
+    /// Keys of the block.
+    [[nodiscard]] std::size_t keys() const noexcept { return k.size() / heads; }
+};
+
 /// A backend's optional fused decode step on one block of keys that every query row
 /// sees (no mask inside the block): with `q` the `R x d` query rows already multiplied
-/// by the base-2 score scale, `k_rows`/`v_rows` pointers to the block's `n` key and
-/// value rows (`d` elements of `T` each, wherever their pages put them) and `s` an
-/// `R x n` scratch tile, it folds the block into the rows' online-softmax state:
+/// by the base-2 score scale, `R / block.heads` rows per KV head (head-major), `block` the
+/// rows of the block's `n` keys and `s` an `R x n` scratch tile, it folds the block into
+/// each row's online-softmax state, against its own head's keys:
 /// s = q k^T, per row m' = max(m, max_j s), l = 2^(m - m') l + sum_j 2^(s_j - m'),
-/// o = 2^(m - m') o + sum_j 2^(s_j - m') v_j, m = m'. A backend converts bf16/fp16 rows
-/// itself. Backends without it get a portable loop (and masked blocks always do).
+/// o = 2^(m - m') o + sum_j 2^(s_j - m') v_j, m = m'. A backend converts 16- and 8-bit
+/// rows itself (applying the block's scales), and may visit the keys in any order across
+/// heads (each row's sums run in key order). Backends without it get a portable loop (and masked blocks always do).
 /// @code
 /// template <class T>
-/// void decode_tile(frugal::matrix_view<const float> q, std::span<const T* const> k_rows,
-///                  std::span<const T* const> v_rows, frugal::matrix_view<float> s,
-///                  frugal::matrix_view<float> o, std::span<float> m, std::span<float> l) const;
+/// void decode_tile(frugal::matrix_view<const float> q, const frugal::attention::decode_block<T>& block,
+///                  frugal::matrix_view<float> s, frugal::matrix_view<float> o,
+///                  std::span<float> m, std::span<float> l) const;
 /// @endcode
 template <class B, class T = float>
-concept decode_tile_backend = requires(const B& b, matrix_view<const float> q, std::span<const T* const> rows,
+concept decode_tile_backend = requires(const B& b, matrix_view<const float> q, const decode_block<T>& block,
                                        matrix_view<float> w, std::span<float> v) {
-    { b.decode_tile(q, rows, rows, w, w, v, v) } -> std::same_as<void>;
+    { b.decode_tile(q, block, w, w, v, v) } -> std::same_as<void>;
 };
 
 /// The most keys a decode step folds at once (`batch_options::kv_block`).
@@ -91,7 +113,8 @@ void decode_step(const Backend& backend, matrix_view<const float> q, matrix_view
 }
 
 /// Rows [t0, t1) of KV head `h` of sequence `s` as fp32 views: the pool's own rows when
-/// they are fp32 and lie in one page, else converted (or gathered) into `kbuf`/`vbuf`.
+/// they are fp32 and lie in one page, else converted (8-bit ones times their scales) or
+/// gathered into `kbuf`/`vbuf`.
 template <class T>
 std::pair<matrix_view<const float>, matrix_view<const float>> kv_block_views(const paged_kv<const T>& kv,
                                                                              std::size_t s, std::size_t h,
@@ -106,8 +129,15 @@ std::pair<matrix_view<const float>, matrix_view<const float>> kv_block_views(con
         const std::size_t page = kv.table().page_of(s, t), r0 = t % ps, m = std::min(ps - r0, t1 - t);
         for (std::size_t r = 0; r < m; ++r) {
             const std::size_t at = g.row_offset(page, h, r0 + r);
-            to_floats(kv.k_pool() + at, kbuf + (t - t0 + r) * d, d);
-            to_floats(kv.v_pool() + at, vbuf + (t - t0 + r) * d, d);
+            float* krow = kbuf + (t - t0 + r) * d;
+            float* vrow = vbuf + (t - t0 + r) * d;
+            to_floats(kv.k_pool() + at, krow, d);
+            to_floats(kv.v_pool() + at, vrow, d);
+            if constexpr (quantized_kv_type<T>) {
+                const float ks = kv.k_scale(page, h, r0 + r), vs = kv.v_scale(page, h, r0 + r);
+                for (std::size_t c = 0; c < d; ++c) krow[c] *= ks;
+                for (std::size_t c = 0; c < d; ++c) vrow[c] *= vs;
+            }
         }
         t += m;
     }
@@ -115,11 +145,15 @@ std::pair<matrix_view<const float>, matrix_view<const float>> kv_block_views(con
 }
 
 /// Checks the run's views against the plan.
-template <class T>
-void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, const paged_kv<const T>& kv,
+template <class T, class KV>
+void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, const paged_kv<const KV>& kv,
                        const heads_view<T>& out, const matrix_view<float>& lse) {
     FRUGAL_CHECK(plan.dtype() == dtype_of<T>, "batch::run: the plan was made for ", dtype_name(plan.dtype()),
                  " storage but the tensors hold ", dtype_name(dtype_of<T>));
+    FRUGAL_CHECK(plan.kv_dtype() == dtype_of<KV>, "batch::run: the plan was made for ", dtype_name(plan.kv_dtype()),
+                 " K/V but the cache holds ", dtype_name(dtype_of<KV>));
+    FRUGAL_CHECK(!quantized_kv_type<KV> || kv.scales().k != nullptr, "batch::run: ", dtype_name(dtype_of<KV>),
+                 " K/V needs its scales (paged_kv::with_scales)");
     const std::size_t tokens = plan.q_tokens();
     FRUGAL_CHECK(q.heads() == plan.q_heads() && q.tokens() == tokens && q.dim() == plan.head_dim(), "batch::run: q is ",
                  q.heads(), " heads x ", q.tokens(), " x ", q.dim(), ", the plan expects ", plan.q_heads(), " x ",
@@ -140,9 +174,9 @@ void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, con
 
 /// One decode item: the q_len x group query rows of each of its KV heads against one chunk
 /// of keys, block by block, the heads of a block one after another (rows head-major).
-template <class Backend, class T>
+template <class Backend, class T, class KV>
 void run_decode_item(const batch_plan& plan, const Backend& backend, const batch_work_item& it,
-                     const heads_view<const T>& q, const paged_kv<const T>& kv, const heads_view<T>& out,
+                     const heads_view<const T>& q, const paged_kv<const KV>& kv, const heads_view<T>& out,
                      const matrix_view<float>& lse, float* ws, float* slot) {
     const std::size_t g = plan.group(), d = plan.head_dim(), rph = it.rows * g, rows = rph * it.heads;
     const std::size_t blk = plan.kv_block(), rmax = plan.decode_rows(), qbegin = plan.qo_indptr()[it.seq];
@@ -153,7 +187,7 @@ void run_decode_item(const batch_plan& plan, const Backend& backend, const batch
     float* l = m + P::padded(rmax);
     float* alpha = l + P::padded(rmax);
     float* sbuf = alpha + P::padded(head_rmax);
-    float* kbuf = sbuf + P::padded(head_rmax * blk);
+    float* kbuf = sbuf + P::padded(head_rmax * std::min(plan.decode_heads(), max_decode_tile_heads) * blk);
     float* vbuf = kbuf + P::padded(blk * d);
     float* obuf = vbuf + P::padded(blk * d);
     if (slot != nullptr) {  // a chunk of a split sequence keeps its state in its slot
@@ -178,26 +212,49 @@ void run_decode_item(const batch_plan& plan, const Backend& backend, const batch
         const std::size_t t0 = std::max(b, it.k_begin), t1 = std::min(b + blk, it.k_end), n = t1 - t0;
         const auto cover = mask.classify(0, ql, static_cast<std::int64_t>(t0), static_cast<std::int64_t>(t1), ql, kl);
         if (cover == tile_coverage::skip) continue;
+        if constexpr (decode_tile_backend<Backend, KV>) {
+            if (cover == tile_coverage::full) {
+                // The block's rows where their pages hold them (no copy, whatever the page
+                // size or layout), up to `max_decode_tile_heads` heads per call so that the
+                // backend can walk a token-major page once for all of them.
+                std::array<const KV*, max_decode_tile_heads * max_decode_block> krows, vrows;
+                std::array<float, quantized_kv_type<KV> ? max_decode_tile_heads * max_decode_block : 0> kscale, vscale;
+                const page_geometry& geo = kv.geometry();
+                for (std::size_t h0 = 0; h0 < it.heads; h0 += max_decode_tile_heads) {
+                    const std::size_t heads = std::min(max_decode_tile_heads, it.heads - h0);
+                    for (std::size_t j = t0; j < t1; ++j) {
+                        const std::size_t page = kv.table().page_of(it.seq, j), r = j % kv.page_size();
+                        for (std::size_t hh = 0; hh < heads; ++hh) {
+                            const std::size_t h = it.kv_head + h0 + hh, at = geo.row_offset(page, h, r);
+                            krows[hh * n + j - t0] = kv.k_pool() + at;
+                            vrows[hh * n + j - t0] = kv.v_pool() + at;
+                            if constexpr (quantized_kv_type<KV>) {
+                                kscale[hh * n + j - t0] = kv.k_scale(page, h, r);
+                                vscale[hh * n + j - t0] = kv.v_scale(page, h, r);
+                            }
+                        }
+                    }
+                    decode_block<KV> block{.k = std::span<const KV* const>(krows.data(), heads * n),
+                                           .v = std::span<const KV* const>(vrows.data(), heads * n),
+                                           .heads = heads,
+                                           .token_major = kv.layout() == kv_layout::nhd};
+                    if constexpr (quantized_kv_type<KV>) {
+                        block.k_scale = std::span<const float>(kscale.data(), heads * n);
+                        block.v_scale = std::span<const float>(vscale.data(), heads * n);
+                    }
+                    const std::size_t r0 = h0 * rph, nr = heads * rph;
+                    backend.decode_tile(matrix_view<const float>(qbuf + r0 * d, nr, d), block,
+                                        matrix_view<float>(sbuf, nr, n), matrix_view<float>(obuf + r0 * d, nr, d),
+                                        std::span<float>(m + r0, nr), std::span<float>(l + r0, nr));
+                }
+                continue;
+            }
+        }
         for (std::size_t hh = 0; hh < it.heads; ++hh) {
             const std::size_t h = it.kv_head + hh, r0 = hh * rph;
             const matrix_view<const float> qv(qbuf + r0 * d, rph, d);
             const matrix_view<float> ov(obuf + r0 * d, rph, d), s(sbuf, rph, n);
             const std::span<float> ms(m + r0, rph), ls(l + r0, rph);
-            if constexpr (decode_tile_backend<Backend, T>) {
-                if (cover == tile_coverage::full) {
-                    // The block's rows where their pages hold them: no copy, whatever the page size.
-                    std::array<const T*, max_decode_block> krows, vrows;
-                    const page_geometry& geo = kv.geometry();
-                    for (std::size_t j = t0; j < t1; ++j) {
-                        const std::size_t at = geo.row_offset(kv.table().page_of(it.seq, j), h, j % kv.page_size());
-                        krows[j - t0] = kv.k_pool() + at;
-                        vrows[j - t0] = kv.v_pool() + at;
-                    }
-                    backend.decode_tile(qv, std::span<const T* const>(krows.data(), n),
-                                        std::span<const T* const>(vrows.data(), n), s, ov, ms, ls);
-                    continue;
-                }
-            }
             const auto [kb, vb] = kv_block_views(kv, it.seq, h, t0, t1, kbuf, vbuf);
             for (std::size_t r = 0; r < rph; ++r) {
                 const auto i = static_cast<std::int64_t>(r / g);
@@ -252,9 +309,9 @@ void run_merge(const batch_plan& plan, const batch_merge& mg, float* slots, cons
 
 /// One prefill item: a query tile of every head of one KV head's group, KV tile by KV
 /// tile (each tile gathered once for the whole group), GEMMs on the backend.
-template <class Backend, class T>
+template <class Backend, class T, class KV>
 void run_prefill_item(const batch_plan& plan, Backend& backend, const batch_work_item& it,
-                      const heads_view<const T>& q, const paged_kv<const T>& kv, const heads_view<T>& out,
+                      const heads_view<const T>& q, const paged_kv<const KV>& kv, const heads_view<T>& out,
                       const matrix_view<float>& lse, float* ws) {
     using P = batch_plan;
     const std::size_t g = plan.group(), d = plan.head_dim(), qt = plan.q_tile(), kt = plan.kv_tile();
@@ -330,7 +387,8 @@ namespace batch {
 
 /// Runs `plan` for one layer on `ex`: `q` and `out` are ragged `[tokens, q_heads, d]`
 /// (any strides; sequence s owns rows `qo_indptr[s] ..`), `kv` the layer's paged cache
-/// (its page table must give the plan's KV lengths), `lse` empty or `q_heads x tokens`
+/// in the plan's `kv_dtype` (8-bit pools with their scales; its page table must give the
+/// plan's KV lengths), `lse` empty or `q_heads x tokens`
 /// (base `options.lse_base`, -inf for a row without keys), `workspace` at least
 /// `plan.workspace_bytes()`. Host backends plug in per tile: GEMMs (`gemm_backend`), and
 /// optionally `online_softmax_tile` and `decode_tile`; device backends run the whole plan
@@ -343,9 +401,9 @@ namespace batch {
 ///     frugal::attention::batch::run(plan, cpu, layer.q, layer.kv, layer.out, {}, std::span<float>(ws),
 ///                                   frugal::default_thread_pool());
 /// @endcode
-template <class Backend, storage_type T, executor Executor>
+template <class Backend, storage_type T, kv_storage_type KV, executor Executor>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
-void run(const batch_plan& plan, Backend&& backend, heads_view<const T> q, const paged_kv<const T>& kv,
+void run(const batch_plan& plan, Backend&& backend, heads_view<const T> q, const paged_kv<const KV>& kv,
          heads_view<T> out, matrix_view<float> lse, std::span<float> workspace, Executor& ex) {
     detail::check_batch_views(plan, q, kv, out, lse);
     FRUGAL_CHECK(workspace.size() * sizeof(float) >= plan.workspace_bytes(), "batch::run: workspace of ",
@@ -371,9 +429,9 @@ void run(const batch_plan& plan, Backend&& backend, heads_view<const T> q, const
 /// @code
 /// frugal::attention::batch::run(plan, frugal::eigen::attention_backend{}, q, kv, out);
 /// @endcode
-template <class Backend, storage_type T>
+template <class Backend, storage_type T, kv_storage_type KV>
     requires gemm_backend<std::remove_reference_t<Backend>, float>
-void run(const batch_plan& plan, Backend&& backend, heads_view<const T> q, const paged_kv<const T>& kv,
+void run(const batch_plan& plan, Backend&& backend, heads_view<const T> q, const paged_kv<const KV>& kv,
          heads_view<T> out, matrix_view<float> lse = {}) {
     std::vector<float> workspace(plan.workspace_bytes() / sizeof(float));
     run(plan, std::forward<Backend>(backend), q, kv, out, lse, std::span<float>(workspace), default_thread_pool());

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -79,7 +80,9 @@ struct batch_shape {
 ///
 /// `mask` applies per sequence (its q_len x kv_len score matrix; `causal()` is
 /// bottom-right: new tokens after their cache). `scale` multiplies QK^T (0 =
-/// 1/sqrt(head_dim)). `dtype` is the storage of Q, K, V and the output (run checks it).
+/// 1/sqrt(head_dim)). `dtype` is the storage of Q and the output (f32, bf16 or f16),
+/// `kv_dtype` that of K and V (unset: `dtype`; or an 8-bit format: fp8_e4m3, fp8_e5m2,
+/// int8); run checks both.
 /// `threads` bounds the workers (at most `max_threads`). Prefill tiles are `q_tile x kv_tile`; decode folds
 /// `kv_block` keys per step (0: 128; at most 256), from any number of pages; split-KV
 /// cuts decode sequences into `kv_chunk`-key chunks (0: chosen from the thread count
@@ -102,6 +105,7 @@ struct batch_options {
     float scale = 0.0f;
     softmax_base lse_base = softmax_base::e;
     storage_dtype dtype = storage_dtype::f32;
+    std::optional<storage_dtype> kv_dtype{};
     std::size_t threads = 1;
     std::size_t q_tile = 128;
     std::size_t kv_tile = 256;
@@ -110,6 +114,10 @@ struct batch_options {
     std::size_t decode_rows = 32;
     bool group_decode_heads = true;
 };
+
+/// The most KV heads one backend `decode_tile` call folds (the block's row pointers live
+/// on the stack).
+inline constexpr std::size_t max_decode_tile_heads = 8;
 
 /// One unit of work of a batch run.
 struct batch_work_item {
@@ -151,6 +159,8 @@ public:
     [[nodiscard]] std::size_t head_dim() const noexcept { return head_dim_; }
     [[nodiscard]] const batch_options& options() const noexcept { return options_; }
     [[nodiscard]] storage_dtype dtype() const noexcept { return options_.dtype; }
+    /// The storage of K and V (`options.kv_dtype`, else `dtype()`).
+    [[nodiscard]] storage_dtype kv_dtype() const noexcept { return options_.kv_dtype.value_or(options_.dtype); }
     [[nodiscard]] std::span<const std::size_t> qo_indptr() const noexcept { return qo_indptr_; }
     [[nodiscard]] std::span<const std::size_t> kv_lens() const noexcept { return kv_lens_; }
     [[nodiscard]] std::size_t q_tokens() const noexcept { return qo_indptr_.back(); }
@@ -205,6 +215,10 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
                  options.threads, " is outside [1, ", batch_options::max_threads, "] (each worker owns a workspace slice)");
     FRUGAL_CHECK(options.q_tile > 0 && options.kv_tile > 0, "batch plan: tiles ", options.q_tile, " x ",
                  options.kv_tile, " must be positive");
+    FRUGAL_CHECK(options.dtype == storage_dtype::f32 || options.dtype == storage_dtype::bf16 ||
+                     options.dtype == storage_dtype::f16,
+                 "batch plan: dtype ", dtype_name(options.dtype),
+                 " is a K/V format; Q and the output are f32, bf16 or f16 (set kv_dtype for 8-bit K/V)");
     FRUGAL_CHECK(std::isfinite(options.scale) && options.scale >= 0.0f, "batch plan: scale ", options.scale,
                  " must be finite and >= 0 (0 = 1/sqrt(head_dim))");
     constexpr std::size_t max_tile = std::size_t(1) << 20;
@@ -322,11 +336,12 @@ inline batch_plan::batch_plan(const batch_shape& shape, const batch_options& opt
     };
     std::size_t decode_floats = 0, prefill_floats = 0;
     if (decode_rows_ > 0) {
-        // The item's query rows, outputs and row states; the score tile and the rescale factors
-        // of one KV head at a time.
+        // The item's query rows, outputs and row states; the rescale factors of one KV head
+        // and the score tile of one backend call (up to `max_decode_tile_heads` heads).
         const std::size_t r = checked_mul(decode_rows_, decode_heads_, what);
         const std::size_t rd = pad(checked_mul(r, d, what)), kd = pad(checked_mul(kv_block_, d, what));
-        decode_floats = sum({rd, rd, pad(r), pad(r), pad(decode_rows_), pad(decode_rows_ * kv_block_), kd, kd});
+        const std::size_t tile_rows = decode_rows_ * std::min(decode_heads_, max_decode_tile_heads);
+        decode_floats = sum({rd, rd, pad(r), pad(r), pad(decode_rows_), pad(tile_rows * kv_block_), kd, kd});
         slot_floats_ = pad(sum({checked_mul(r, d, what), r, r}));
     }
     if (longest_prefill > 0) {

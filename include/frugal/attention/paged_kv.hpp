@@ -2,7 +2,8 @@
 /// @file
 /// A paged KV cache as engines keep it (vLLM, FlashInfer): K/V pools of fixed-size pages,
 /// a page table per sequence plus the last page's length, NHD or HND page layouts, K and
-/// V in separate or interleaved pools. Contiguous KV is one page per sequence.
+/// V in separate or interleaved pools, in any of the K/V storage types (8-bit ones with
+/// their dequantization scales). Contiguous KV is one page per sequence.
 
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <span>
 #include <type_traits>
 
+#include "frugal/attention/dtype.hpp"
 #include "frugal/attention/host_device.hpp"
 #include "frugal/core/checked.hpp"
 #include "frugal/core/error.hpp"
@@ -101,7 +103,35 @@ struct page_geometry {
         return page * page_stride + (layout == kv_layout::nhd ? (r * kv_heads + h) * head_dim
                                                               : (h * page_size + r) * head_dim);
     }
+    /// Offset of that row's scale in a per-token scale pool (`scale_granularity::token`):
+    /// one float per row, pages of `page_size x kv_heads` laid out as the K/V pages.
+    [[nodiscard]] FRUGAL_HOST_DEVICE constexpr std::size_t scale_offset(std::size_t page, std::size_t h,
+                                                                        std::size_t r) const noexcept {
+        return page * page_size * kv_heads + (layout == kv_layout::nhd ? r * kv_heads + h : h * page_size + r);
+    }
 };
+
+/// What one dequantization scale of an 8-bit K/V cache covers.
+enum class scale_granularity : unsigned char {
+    tensor,  ///< one scale for all of K, one for V (vLLM's per-layer `k_scale`, `v_scale`)
+    head,    ///< one per KV head: `kv_heads` floats each
+    token,   ///< one per token and KV head, in pools laid out as the pages (`page_geometry::scale_offset`)
+};
+
+/// The dequantization scales of an 8-bit K/V cache: a value is its stored element times
+/// its scale. `F` is `const float` to read them, `float` where `quantize_into` sets
+/// per-token scales. Non-owning.
+/// @code
+/// std::vector<float> k_scale(kv_heads), v_scale(kv_heads);   // per head, e.g. calibrated
+/// frugal::attention::kv_scales scales{frugal::attention::scale_granularity::head, k_scale.data(), v_scale.data()};
+/// @endcode
+template <class F = const float>
+struct basic_kv_scales {
+    scale_granularity granularity = scale_granularity::tensor;
+    F* k = nullptr;
+    F* v = nullptr;
+};
+using kv_scales = basic_kv_scales<const float>;
 
 /// A paged K/V cache: `num_pages` pages of `page_size` tokens x `kv_heads` heads x
 /// `head_dim` in the caller's pools, addressed through a `page_table`. Validated on
@@ -110,7 +140,8 @@ struct page_geometry {
 /// Separate pools hold K pages and V pages in two arrays; an interleaved pool holds
 /// page p's K block and then its V block (`[num_pages][2][page elements]`).
 /// Contiguous KV (`[batch][max_len][kv_heads][head_dim]`) is the case of one page of
-/// `max_len` tokens per sequence.
+/// `max_len` tokens per sequence. 8-bit pools (`quantized_kv_type`) carry their scales
+/// (`with_scales`); attention refuses them without.
 /// @code
 /// frugal::attention::page_table table{indptr, indices, last_page_len, 16};
 /// auto kv = frugal::attention::paged_kv<const frugal::attention::bfloat16>::separate(
@@ -120,6 +151,8 @@ template <class T>
 class paged_kv {
 public:
     using element_type = T;
+    /// `const float` for a read-only cache, else `float`.
+    using scale_type = std::conditional_t<std::is_const_v<T>, const float, float>;
 
     /// K page p at `k + p * page_stride`, V page p at `v + p * page_stride`.
     paged_kv(T* k, T* v, std::size_t num_pages, std::size_t page_stride, std::size_t kv_heads, std::size_t head_dim,
@@ -135,6 +168,13 @@ public:
         FRUGAL_CHECK(page_stride >= page, "paged_kv: page stride ", page_stride, " < page elements ", page);
         (void)checked_product("paged_kv: pool bytes", num_pages, page_stride, sizeof(T));
     }
+
+    /// A read-only view of a writable cache.
+    template <class U>
+        requires std::is_same_v<const U, T> && (!std::is_same_v<U, T>)
+    paged_kv(const paged_kv<U>& other) noexcept  // NOLINT(google-explicit-constructor)
+        : k_(other.k_pool()), v_(other.v_pool()), num_pages_(other.num_pages()), geometry_(other.geometry()),
+          table_(other.table()), scales_{other.scales().granularity, other.scales().k, other.scales().v} {}
 
     /// K and V in two pools of `num_pages` pages each.
     [[nodiscard]] static paged_kv separate(T* k, T* v, std::size_t num_pages, std::size_t kv_heads,
@@ -160,6 +200,32 @@ public:
     [[nodiscard]] kv_layout layout() const noexcept { return geometry_.layout; }
     [[nodiscard]] T* k_pool() const noexcept { return k_; }
     [[nodiscard]] T* v_pool() const noexcept { return v_; }
+    [[nodiscard]] const basic_kv_scales<scale_type>& scales() const noexcept { return scales_; }
+
+    /// This cache with its dequantization scales (8-bit pools only): per tensor or per head
+    /// arrays of 1 or `kv_heads` floats, per token pools of `num_pages x page_size x
+    /// kv_heads` floats each (see `page_geometry::scale_offset`).
+    /// @code
+    /// auto kv = frugal::attention::paged_kv<const frugal::attention::float8_e4m3>::separate(
+    ///     k_pool, v_pool, num_pages, 8, 128, frugal::attention::kv_layout::nhd, table)
+    ///     .with_scales({frugal::attention::scale_granularity::tensor, &k_scale, &v_scale});
+    /// @endcode
+    [[nodiscard]] paged_kv with_scales(const basic_kv_scales<scale_type>& scales) const {
+        FRUGAL_CHECK(quantized_kv_type<T>, "paged_kv: ", dtype_name(dtype_of<T>),
+                     " pages hold their values; scales are for 8-bit pools (fp8e4m3, fp8e5m2, int8)");
+        FRUGAL_CHECK(scales.k != nullptr && scales.v != nullptr, "paged_kv: null K or V scales");
+        paged_kv out = *this;
+        out.scales_ = scales;
+        return out;
+    }
+    /// The scale of K row (head `h`, token `r`) of page `page` (8-bit pools with scales).
+    [[nodiscard]] scale_type& k_scale(std::size_t page, std::size_t h, std::size_t r) const noexcept {
+        return scale_of(scales_.k, page, h, r);
+    }
+    /// The scale of that V row.
+    [[nodiscard]] scale_type& v_scale(std::size_t page, std::size_t h, std::size_t r) const noexcept {
+        return scale_of(scales_.v, page, h, r);
+    }
     /// Rows [t0, t0 + n) of KV head `h` of sequence `s` as matrix views, when they lie
     /// in one page (`t0 / page_size == (t0 + n - 1) / page_size`).
     [[nodiscard]] matrix_view<T> k_rows(std::size_t s, std::size_t h, std::size_t t0, std::size_t n) const {
@@ -174,6 +240,15 @@ private:
                                                    std::size_t head_dim) {
         return checked_product("paged_kv: page elements", table.page_size, kv_heads, head_dim);
     }
+    [[nodiscard]] scale_type& scale_of(scale_type* base, std::size_t page, std::size_t h, std::size_t r) const noexcept {
+        FRUGAL_ASSERT(base != nullptr);
+        switch (scales_.granularity) {
+            case scale_granularity::tensor: return base[0];
+            case scale_granularity::head: return base[h];
+            case scale_granularity::token: break;
+        }
+        return base[geometry_.scale_offset(page, h, r)];
+    }
     [[nodiscard]] matrix_view<T> rows(T* pool, std::size_t s, std::size_t h, std::size_t t0, std::size_t n) const {
         FRUGAL_ASSERT(h < kv_heads() && t0 + n <= kv_len(s) && n > 0 && t0 / page_size() == (t0 + n - 1) / page_size());
         return {pool + geometry_.row_offset(table_.page_of(s, t0), h, t0 % page_size()), n, head_dim(),
@@ -185,6 +260,7 @@ private:
     std::size_t num_pages_;
     page_geometry geometry_;
     page_table table_;
+    basic_kv_scales<scale_type> scales_{};
 };
 
 }  // namespace frugal::attention

@@ -21,6 +21,7 @@ FRUGAL_EIGEN_DIAGNOSTICS_POP
 #include "frugal/attention/online_softmax.hpp"
 #include "frugal/attention/tiled_attention.hpp"
 #include "frugal/backend/eigen/eigen_backend.hpp"
+#include "frugal/core/cpu_features.hpp"
 #include "frugal/core/matrix_view.hpp"
 
 // (GCC 12.0-12.2: see diagnostics.hpp.)
@@ -86,19 +87,24 @@ public:
     }
 
     /// The decode step on one unmasked block of keys (see `frugal::attention::decode_tile_backend`)
-    /// with fp32, bf16 or fp16 rows (converted in registers): scores for four rows (two on
+    /// with fp32, bf16, fp16, FP8 or int8 rows (converted in registers; 8-bit scales applied
+    /// to each key's scores and probabilities): scores for four rows (two on
     /// AVX2) x `lanes / 4` keys at a time reduced by one `haddp`, the online-softmax row
-    /// step on all rows, then P V with each value vector loaded once for four rows.
+    /// step on all rows, then P V with each value vector loaded once for four rows. Over a
+    /// token-major block the score passes go key by key across heads (see `scores`), so
+    /// that each page streams in address order, once, for all the heads it holds; over a
+    /// head-major one, head by head (each head's rows are then one run).
     /// @code
-    /// frugal::eigen::attention_backend{}.decode_tile<frugal::attention::bfloat16>(q, k_rows, v_rows, s, o, m, l);
+    /// frugal::eigen::attention_backend{}.decode_tile<frugal::attention::bfloat16>(q, {k_rows, v_rows, 1}, s, o, m, l);
     /// @endcode
-    template <attention::storage_type T>
-    void decode_tile(matrix_view<const float> q, std::span<const T* const> k_rows, std::span<const T* const> v_rows,
-                     matrix_view<float> s, matrix_view<float> o, std::span<float> m, std::span<float> l) const {
-        const std::size_t rows = q.rows();
-        FRUGAL_ASSERT(s.rows() == rows && s.cols() == k_rows.size() && o.rows() == rows && o.cols() == q.cols() &&
-                      v_rows.size() == k_rows.size());
-        scores(q, k_rows, v_rows, s);
+    template <attention::kv_storage_type T>
+    void decode_tile(matrix_view<const float> q, const attention::decode_block<T>& block, matrix_view<float> s,
+                     matrix_view<float> o, std::span<float> m, std::span<float> l) const {
+        const std::size_t rows = q.rows(), heads = block.heads, n = block.keys(), rph = rows / heads;
+        FRUGAL_ASSERT(heads > 0 && rows % heads == 0 && block.k.size() == heads * n && block.v.size() == heads * n &&
+                      s.rows() == rows && s.cols() == n && o.rows() == rows && o.cols() == q.cols());
+        scores(q, block.k, block.v, heads, block.token_major, s);
+        if (!block.k_scale.empty()) scale_columns(s, block.k_scale, heads, load_factor<T>);
         std::array<float, 64> alpha;
         for (std::size_t r0 = 0; r0 < rows; r0 += alpha.size()) {
             const std::size_t nr = std::min(alpha.size(), rows - r0);
@@ -106,19 +112,44 @@ public:
             for (std::size_t r = 0; r < nr; ++r)
                 if (alpha[r] != 1.0f) scale_row(o.row(r0 + r), alpha[r]);
         }
-        std::size_t r = 0;
-        for (; r + 4 <= rows; r += 4) accumulate_rows<4>(s.row_block(r, 4), v_rows, o.row_block(r, 4));
-        for (; r < rows; ++r) accumulate_rows<1>(s.row_block(r, 1), v_rows, o.row_block(r, 1));
+        if (!block.v_scale.empty()) scale_columns(s, block.v_scale, heads, load_factor<T>);  // after l took p_j
+        for (std::size_t h = 0; h < heads; ++h) {
+            const auto v = block.v.subspan(h * n, n);
+            std::size_t r = h * rph;
+            for (; r + 4 <= (h + 1) * rph; r += 4) accumulate_rows<4>(s.row_block(r, 4), v, o.row_block(r, 4));
+            for (; r < (h + 1) * rph; ++r) accumulate_rows<1>(s.row_block(r, 1), v, o.row_block(r, 1));
+        }
     }
 
 private:
+    /// E4M3 elements load as their value / 256 on AVX2 and AVX-512 (four operations fewer;
+    /// see `attention::detail::load_e4m3_over_256_avx2`): `decode_tile` folds the 256 into the
+    /// keys' scales, exactly.
+    template <class T>
+    static constexpr bool e4m3_over_256 = std::is_same_v<T, attention::float8_e4m3> && FRUGAL_X86_KERNELS &&
+                                          ((lanes == 16 && std::is_base_of_v<xsimd::avx512f, Arch>) ||
+                                           (lanes == 8 && std::is_base_of_v<xsimd::avx2, Arch>));
+    /// What `load` and `element` leave out of a `T` element's value.
+    template <class T>
+    static constexpr float load_factor = e4m3_over_256<T> ? 256.0f : 1.0f;
+
+    /// One element as `load` gives it (its value / `load_factor`).
+    template <attention::kv_storage_type T>
+    [[nodiscard]] static float element(T x) noexcept {
+        return attention::to_float(x) * (1.0f / load_factor<T>);
+    }
+
     /// `lanes` elements at `p` as fp32: the conversions of `frugal::attention`'s AVX-512,
     /// AVX2 + F16C or SSE2 path, whichever `Arch` is, in registers; a scalar loop elsewhere.
-    template <attention::storage_type T>
+    template <attention::kv_storage_type T>
     [[nodiscard]] static batch load(const T* p) noexcept {
         if constexpr (std::is_same_v<T, float>) {
             return batch::load_unaligned(p);
-#if FRUGAL_ATTENTION_X86_KERNELS
+#if FRUGAL_X86_KERNELS
+        } else if constexpr (e4m3_over_256<T> && lanes == 16) {
+            return batch(attention::detail::load_e4m3_over_256_avx512(p));
+        } else if constexpr (e4m3_over_256<T>) {
+            return batch(attention::detail::load_e4m3_over_256_avx2(p));
         } else if constexpr (lanes == 16 && std::is_base_of_v<xsimd::avx512f, Arch>) {
             return batch(attention::detail::load_floats_avx512(p));
         } else if constexpr (lanes == 8 && std::is_base_of_v<xsimd::avx2, Arch>) {
@@ -131,7 +162,7 @@ private:
 #endif
         } else {
             alignas(64) std::array<float, lanes> f;
-            for (std::size_t i = 0; i < lanes; ++i) f[i] = attention::to_float(p[i]);
+            for (std::size_t i = 0; i < lanes; ++i) f[i] = element(p[i]);
             return batch::load_aligned(f.data());
         }
     }
@@ -152,25 +183,57 @@ private:
         return lane_of;
     }
 
-    /// s = q k^T: rows four at a time (two on AVX2), the rest one at a time, each pass
-    /// over `lanes` accumulators reduced by one `haddp`; the first pass prefetches (`v`).
-    template <attention::storage_type T>
+    /// s = q k^T, each head's `q.rows() / heads` rows against its own keys (`k[h * n + j]`):
+    /// rows in groups of four (two on AVX2) when every head's rows divide into them, else
+    /// two or one, each pass over `lanes` accumulators reduced by one `haddp`. With
+    /// `across_heads`, pass i of every group (every head) before pass i + 1, so that the
+    /// rows of a token's heads are read together: a token-major page then streams in
+    /// address order, where one head at a time reads rows a power-of-two stride apart
+    /// (every load in flight in the same few cache sets and memory channel). Else every
+    /// pass of a group before the next group: a head-major page's rows are one run.
+    template <attention::kv_storage_type T>
     static void scores(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
-                       matrix_view<float> s) {
+                       std::size_t heads, bool across_heads, matrix_view<float> s) {
         constexpr std::size_t group = lanes >= 16 ? 4 : lanes >= 8 ? 2 : 1;
-        const std::size_t rows = q.rows(), d = q.cols();
-        std::size_t r = 0;
-        if (d % lanes == 0) {
-            for (; r + group <= rows; r += group)
-                score_rows<group>(q.row_block(r, group), k, r == 0 ? v : std::span<const T* const>{}, s.row_block(r, group));
-            for (; r < rows; ++r) score_rows<1>(q.row_block(r, 1), k, r == 0 ? v : std::span<const T* const>{}, s.row_block(r, 1));
+        const std::size_t rows = q.rows(), d = q.cols(), rph = rows / heads, n = s.cols();
+        if (d % lanes != 0) {
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t j = 0; j < n; ++j) {
+                    const T* kj = k[r / rph * n + j];
+                    float acc = 0.0f;
+                    for (std::size_t c = 0; c < d; ++c) acc += q(r, c) * element(kj[c]);
+                    s(r, j) = acc;
+                }
+        } else if (rph % group == 0) {
+            grouped_scores<group>(q, k, v, heads, across_heads, s);
+        } else if (group >= 2 && rph % 2 == 0) {
+            grouped_scores<2>(q, k, v, heads, across_heads, s);
+        } else {
+            grouped_scores<1>(q, k, v, heads, across_heads, s);
         }
-        for (; r < rows; ++r)
-            for (std::size_t j = 0; j < k.size(); ++j) {
-                float acc = 0.0f;
-                for (std::size_t c = 0; c < d; ++c) acc += q(r, c) * attention::to_float(k[j][c]);
-                s(r, j) = acc;
-            }
+    }
+
+    /// `scores` with rows in groups of `Rows`, pass by pass across groups or group by
+    /// group. The first group of each head prefetches (see `score_pass`).
+    template <std::size_t Rows, attention::kv_storage_type T>
+    static void grouped_scores(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
+                               std::size_t heads, bool across_heads, matrix_view<float> s) {
+        constexpr std::size_t keys_per_pass = lanes / Rows;
+        const std::size_t n = s.cols(), rph = q.rows() / heads, groups = q.rows() / Rows;
+        const std::size_t run = (n + keys_per_pass - 1) / keys_per_pass;
+        const auto& lane_of = haddp_lanes();
+        const auto passes = [&](std::size_t g, std::size_t i0, std::size_t i1) {
+            const std::size_t r = g * Rows, h = r / rph;
+            score_passes<Rows>(q.row_block(r, Rows), k.subspan(h * n, n),
+                               r % rph == 0 ? v.subspan(h * n, n) : std::span<const T* const>{}, s.row_block(r, Rows),
+                               i0, i1, run, lane_of);
+        };
+        if (across_heads) {
+            for (std::size_t i = 0; i < run; ++i)
+                for (std::size_t g = 0; g < groups; ++g) passes(g, i, i + 1);
+        } else {
+            for (std::size_t g = 0; g < groups; ++g) passes(g, 0, run);
+        }
     }
 
     /// Keys ahead whose rows the score pass asks for (see `prefetch_row`).
@@ -181,7 +244,7 @@ private:
     /// flight to keep memory busy: the first score pass over a block asks for the key rows
     /// `prefetch_ahead` keys ahead and for the value rows the P V pass will read, spread
     /// over the pass rather than in one burst.
-    template <attention::storage_type T>
+    template <attention::kv_storage_type T>
     static void prefetch_row(const T* row, std::size_t d) noexcept {
 #if defined(__GNUC__)
         const char* p = reinterpret_cast<const char*>(row);
@@ -191,21 +254,21 @@ private:
 #endif
     }
 
-    /// Scores of `Rows` rows, `lanes / Rows` keys per pass sharing every K and Q load
-    /// (head_dim a multiple of `lanes`); a pass short of keys repeats its last one. The keys
-    /// of a pass come from as many runs of the block, which the hardware prefetcher then
-    /// follows as that many streams (a few points of bandwidth ratio over consecutive keys).
-    template <std::size_t Rows, attention::storage_type T>
-    static void score_rows(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
-                           matrix_view<float> s) {
+    /// Passes [i0, i1) of `run` over `Rows` rows; pass i takes the keys `u * run + i` (`lanes / Rows` of them,
+    /// one from each run of the block, which the hardware prefetcher then follows as that
+    /// many streams) against every row, sharing every K and Q load (head_dim a multiple of
+    /// `lanes`); a pass short of keys repeats its last one. With `v`, it asks for those
+    /// keys' value rows and for the key rows `prefetch_ahead` keys ahead.
+    template <std::size_t Rows, attention::kv_storage_type T>
+    static void score_passes(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
+                             matrix_view<float> s, std::size_t i0, std::size_t i1, std::size_t run,
+                             const std::array<std::size_t, lanes>& lane_of) {
         constexpr std::size_t keys_per_pass = lanes / Rows;
         const std::size_t n = k.size(), d = q.cols();
-        const auto& lane_of = haddp_lanes();
         std::array<const float*, Rows> qr;
         FRUGAL_UNROLL
         for (std::size_t g = 0; g < Rows; ++g) qr[g] = q.row(g).data();
-        const std::size_t run = (n + keys_per_pass - 1) / keys_per_pass;
-        for (std::size_t i = 0; i < run; ++i) {
+        for (std::size_t i = i0; i < i1; ++i) {
             std::array<std::size_t, keys_per_pass> at{};
             std::size_t keys = 0;
             FRUGAL_UNROLL
@@ -243,6 +306,20 @@ private:
         }
     }
 
+    /// s(r, j) *= scale[h * n + j] x `factor` (a power of two: exact) for the rows of each head
+    /// h (`heads` heads of equal rows).
+    static void scale_columns(matrix_view<float> s, std::span<const float> scale, std::size_t heads, float factor) {
+        const std::size_t n = s.cols(), rph = s.rows() / heads, vec_end = n - n % lanes;
+        for (std::size_t r = 0; r < s.rows(); ++r) {
+            float* row = s.row(r).data();
+            const float* f = scale.data() + r / rph * n;
+            std::size_t j = 0;
+            for (; j < vec_end; j += lanes)
+                (batch::load_unaligned(row + j) * (batch::load_unaligned(f + j) * factor)).store_unaligned(row + j);
+            for (; j < n; ++j) row[j] *= f[j] * factor;
+        }
+    }
+
     static void scale_row(std::span<float> row, float alpha) {
         std::size_t c = 0;
         for (; c + lanes <= row.size(); c += lanes) (batch::load_unaligned(row.data() + c) * alpha).store_unaligned(row.data() + c);
@@ -251,7 +328,7 @@ private:
 
     /// o[r] += sum_j p[r, j] v_j for `Rows` rows, `cols` vectors of each row's output in
     /// registers while the block's value rows stream by (each converted once).
-    template <std::size_t Rows, attention::storage_type T>
+    template <std::size_t Rows, attention::kv_storage_type T>
     static void accumulate_rows(matrix_view<const float> p, std::span<const T* const> v, matrix_view<float> o) {
         constexpr std::size_t cols = lanes >= 16 ? 4 : 2;  // 16 accumulators fit AVX-512's 32 registers
         const std::size_t n = v.size(), d = o.cols();
@@ -281,7 +358,7 @@ private:
         }
         for (; c < d; ++c)
             for (std::size_t r = 0; r < Rows; ++r)
-                for (std::size_t j = 0; j < n; ++j) o(r, c) += p(r, j) * attention::to_float(v[j][c]);
+                for (std::size_t j = 0; j < n; ++j) o(r, c) += p(r, j) * element(v[j][c]);
     }
 };
 
@@ -293,6 +370,9 @@ static_assert(attention::online_softmax_backend<attention_backend>);
 static_assert(attention::decode_tile_backend<attention_backend, float>);
 static_assert(attention::decode_tile_backend<attention_backend, attention::bfloat16>);
 static_assert(attention::decode_tile_backend<attention_backend, attention::float16>);
+static_assert(attention::decode_tile_backend<attention_backend, attention::float8_e4m3>);
+static_assert(attention::decode_tile_backend<attention_backend, attention::float8_e5m2>);
+static_assert(attention::decode_tile_backend<attention_backend, std::int8_t>);
 
 }  // namespace frugal::eigen
 FRUGAL_EIGEN_DIAGNOSTICS_POP
