@@ -1,4 +1,5 @@
-"""The extension module: frugal's exceptions, the bfloat16 dtype and one submodule per C++ module."""
+"""The extension module: frugal's exceptions, the dtypes numpy lacks (bfloat16, FP8) and one submodule per C++
+module."""
 from typing import Any
 
 import numpy as np
@@ -38,3 +39,29 @@ class BFloat16(pybind11_object):
     def __hash__(self) -> int: ...
 
 bfloat16: BFloat16
+
+class Float8E4M3(pybind11_object):
+    """The type of frugal.float8_e4m3, FP8 E4M3 of 8-bit K/V caches (numpy has none: its arrays are uint8 bits)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def itemsize(self) -> int: ...
+    @property
+    def dtype(self) -> np.dtype[np.uint8]: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+float8_e4m3: Float8E4M3
+
+class Float8E5M2(pybind11_object):
+    """The type of frugal.float8_e5m2, FP8 E5M2 of 8-bit K/V caches (numpy has none: its arrays are uint8 bits)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def itemsize(self) -> int: ...
+    @property
+    def dtype(self) -> np.dtype[np.uint8]: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+float8_e5m2: Float8E5M2

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._frugal import BFloat16
+from ._frugal import BFloat16, Float8E4M3, Float8E5M2
 
 if TYPE_CHECKING:
     from . import cache as _cache
@@ -37,9 +37,12 @@ Float32Array = Union[npt.NDArray[np.float32], typing.Sequence[float]]
 Float64Array = Union[npt.NDArray[np.float64], typing.Sequence[float]]
 Scores = Union[npt.NDArray[np.float32], npt.NDArray[np.float64], typing.Sequence[float]]
 Path = Union[str, "os.PathLike[str]"]
-# A dtype where one is taken: numpy.float32 or numpy.float16 (or anything numpy.dtype reads as
-# them), or frugal.bfloat16.
-DTypeLike = Union[npt.DTypeLike, BFloat16]
+# A dtype where one is taken: a numpy dtype (numpy.float32, numpy.float16, numpy.int8, or anything
+# numpy.dtype reads as them), or frugal.bfloat16, frugal.float8_e4m3, frugal.float8_e5m2.
+DTypeLike = Union[npt.DTypeLike, BFloat16, Float8E4M3, Float8E5M2]
+# The dequantization scales of an 8-bit K/V cache: float32 arrays (1 value per tensor, kv_heads
+# per head, or per-token pools shaped as the pages without head_dim), or one number per tensor.
+Scales = Union[npt.NDArray[np.float32], float, typing.Sequence[float]]
 
 # frugal.cache: keys of the key/value caches and the eviction callbacks.
 Key = Union[int, bytes]

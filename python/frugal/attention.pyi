@@ -1,11 +1,12 @@
-"""Tiled attention under a workspace budget and batched attention over paged K/V (frugal::attention)."""
+"""Tiled attention under a workspace budget and batched attention over paged K/V, 8-bit pages too
+(frugal::attention)."""
 from typing import Any, ClassVar, Dict, List, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
 
-from ._frugal import BFloat16
-from ._types import DTypeLike, IndexArray, pybind11_object
+from ._frugal import BFloat16, Float8E4M3, Float8E5M2
+from ._types import DTypeLike, IndexArray, Scales, pybind11_object
 
 class CausalAlignment(pybind11_object):
     """Where the causal diagonal of a q_len x kv_len score matrix sits."""
@@ -104,16 +105,24 @@ def run(plan: Plan, q: npt.NDArray[np.float32], k: npt.NDArray[np.float32], v: n
 def batch_run(q: npt.NDArray[Any], k_pages: npt.NDArray[Any], v_pages: npt.NDArray[Any], kv_indptr: IndexArray,
               kv_indices: IndexArray, kv_last_page_len: IndexArray, qo_indptr: IndexArray, *,
               out: Optional[npt.NDArray[Any]] = None, kv_layout: Layout = ..., mask: Mask = ..., scale: float = 0.0,
-              threads: int = 1) -> npt.NDArray[Any]: ...
+              threads: int = 1, kv_dtype: Optional[DTypeLike] = None, k_scale: Optional[Scales] = None,
+              v_scale: Optional[Scales] = None) -> npt.NDArray[Any]: ...
+
+def quantize_into(k_pages: npt.NDArray[Any], v_pages: npt.NDArray[Any], kv_indptr: IndexArray, kv_indices: IndexArray,
+                  kv_last_page_len: IndexArray, seq: Union[int, IndexArray], token: Union[int, IndexArray],
+                  k: npt.NDArray[Any], v: npt.NDArray[Any], *, kv_dtype: DTypeLike, k_scale: Optional[Scales] = None,
+                  v_scale: Optional[Scales] = None, kv_layout: Layout = ...) -> None: ...
 
 class BatchPlan(pybind11_object):
     """One engine step's batch over a paged K/V cache, planned once and run per layer."""
     def __init__(self, kv_indptr: IndexArray, kv_indices: IndexArray, kv_last_page_len: IndexArray,
                  qo_indptr: IndexArray, *, page_size: int, q_heads: int, kv_heads: int, head_dim: int,
-                 dtype: DTypeLike = ..., mask: Mask = ..., scale: float = 0.0, threads: int = 1) -> None: ...
+                 dtype: DTypeLike = ..., kv_dtype: Optional[DTypeLike] = None, mask: Mask = ..., scale: float = 0.0,
+                 threads: int = 1) -> None: ...
     def run(self, q: npt.NDArray[Any], k_pages: npt.NDArray[Any], v_pages: npt.NDArray[Any], *,
             out: Optional[npt.NDArray[Any]] = None, lse: Optional[npt.NDArray[np.float32]] = None,
-            kv_layout: Layout = ...) -> npt.NDArray[Any]: ...
+            kv_layout: Layout = ..., k_scale: Optional[Scales] = None,
+            v_scale: Optional[Scales] = None) -> npt.NDArray[Any]: ...
     @property
     def batch(self) -> int: ...
     @property
@@ -124,6 +133,8 @@ class BatchPlan(pybind11_object):
     def page_size(self) -> int: ...
     @property
     def dtype(self) -> Union[np.dtype[Any], BFloat16]: ...
+    @property
+    def kv_dtype(self) -> Union[np.dtype[Any], BFloat16, Float8E4M3, Float8E5M2]: ...
     @property
     def workers(self) -> int: ...
     @property

@@ -4,7 +4,7 @@ from typing import Any, ClassVar, Dict, Iterator, List, Optional, Tuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ._types import (BFloat16, ChunkCallback as ChunkCallback, EvictionCallback as EvictionCallback, Float32Array,
+from ._types import (ChunkCallback as ChunkCallback, DTypeLike, EvictionCallback as EvictionCallback, Float32Array,
                      Float64Array, Int32Array, Int64Array, Key as Key, Path, UInt32Array, UInt64Array, pybind11_object)
 from .attention import Layout
 
@@ -308,7 +308,7 @@ class SemanticCache(pybind11_object):
 
 class TierNamespace(pybind11_object):
     """What a tier's values are: model, dtype, layout and page size."""
-    def __init__(self, model: str, dtype: Union[str, npt.DTypeLike, BFloat16], layout: Union[str, Layout],
+    def __init__(self, model: str, dtype: Union[str, DTypeLike], layout: Union[str, Layout],
                  page_tokens: int) -> None: ...
     @property
     def model(self) -> str: ...

@@ -532,14 +532,19 @@ py::class_<T> bind_result(py::handle scope, const char* name, const char* doc, o
     return cls;
 }
 
-/// The type of frugal.bfloat16, the bfloat16 dtype where a dtype is taken (numpy has none: the
-/// arrays hold its bits as uint16).
-struct bfloat16_dtype {};
-/// frugal.bfloat16, the one object of bfloat16_dtype (module.cpp).
-py::object bfloat16_object();
+/// The dtypes numpy lacks, where frugal takes a dtype: bfloat16 and the two FP8 formats of
+/// 8-bit K/V caches. Each is one object of its own class (frugal.bfloat16, frugal.float8_e4m3,
+/// frugal.float8_e5m2; module.cpp), which numpy reads as the unsigned integer dtype of its bits
+/// (uint16, uint8): their arrays hold the bits.
+enum class bits_dtype : std::uint8_t { bfloat16, float8_e4m3, float8_e5m2 };
+/// The class of the object of `D`.
+template <bits_dtype D>
+struct bits_dtype_marker {};
+/// The object of `d`: frugal.bfloat16, frugal.float8_e4m3 or frugal.float8_e5m2.
+py::object bits_dtype_object(bits_dtype d);
 /// The name of a dtype given as numpy takes one (numpy.float16, numpy.dtype("float16"), an
-/// array's dtype: numpy.dtype(dtype).name), or "bfloat16" for frugal.bfloat16; TypeError for
-/// anything numpy.dtype cannot read.
+/// array's dtype: numpy.dtype(dtype).name), or "bfloat16", "float8_e4m3", "float8_e5m2" for
+/// frugal's objects of the dtypes numpy lacks; TypeError for anything numpy.dtype cannot read.
 /// @code
 /// if (dtype_name_of(dtype) == "bfloat16") ...
 /// @endcode

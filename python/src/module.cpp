@@ -1,6 +1,8 @@
 // The `frugal._frugal` extension module: frugal's exceptions as Python exceptions, and one
 // submodule per C++ module (frugal.draft, frugal.cache, ...), each bound in its own file.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -20,25 +22,60 @@ py::module_ submodule(py::module_& parent, const char* name, const char* doc) {
 }
 
 namespace {
-PyObject* bfloat16_instance = nullptr;  // kept for the process, as the module's other constants
+// The objects of the dtypes numpy lacks, by bits_dtype; kept for the process, as the module's
+// other constants.
+std::array<PyObject*, 3> bits_dtype_instances{};
 }  // namespace
 
-py::object bfloat16_object() { return py::reinterpret_borrow<py::object>(bfloat16_instance); }
+py::object bits_dtype_object(bits_dtype d) {
+    return py::reinterpret_borrow<py::object>(bits_dtype_instances[static_cast<std::size_t>(d)]);
+}
 
 std::string dtype_name_of(py::handle dtype) {
-    if (py::isinstance<bfloat16_dtype>(dtype)) return "bfloat16";
+    for (PyObject* marker : bits_dtype_instances)
+        if (py::type::handle_of(dtype).is(py::type::handle_of(marker))) return py::str(dtype.attr("name"));
     try {
         return py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype)).attr("name").cast<std::string>();
     } catch (py::error_already_set&) {
         throw py::type_error("not a dtype: " + py::repr(dtype).cast<std::string>() +
-                             " (give numpy.float32, numpy.float16 or frugal.bfloat16)");
+                             " (give a numpy dtype such as numpy.float16, or frugal.bfloat16, frugal.float8_e4m3, "
+                             "frugal.float8_e5m2)");
     }
 }
 
 namespace {
 
-void bind_bfloat16(py::module_& m) {
-    py::class_<bfloat16_dtype>(m, "BFloat16", R"doc(
+// Binds the class `cls` of the dtype `D` numpy lacks and its one object frugal.<name>: its name,
+// itemsize and `dtype` (the numpy dtype of its bits, which numpy reads it as), equal only to
+// itself (frugal.bfloat16 also to the string "bfloat16", deprecated).
+template <bits_dtype D, class Bits>
+void bind_bits_dtype(py::module_& m, const char* cls, const char* name, const char* doc) {
+    using marker = bits_dtype_marker<D>;
+    py::class_<marker> c(m, cls, doc);
+    const std::string repr = std::string("frugal.") + name;
+    c.def_property_readonly("name", [name](const marker&) { return name; })
+        .def_property_readonly("itemsize", [](const marker&) { return sizeof(Bits); })
+        .def_property_readonly("dtype", [](const marker&) { return py::dtype::of<Bits>(); },
+                               "The numpy dtype of its arrays: the unsigned integers of its bits.")
+        .def("__repr__", [repr](const marker&) { return repr; })
+        .def("__hash__", [name](const marker&) { return py::hash(py::str(name)); })
+        .def("__eq__", [](const marker&, py::handle other) {
+            if (py::isinstance<marker>(other)) return true;
+            if constexpr (D == bits_dtype::bfloat16) {
+                if (py::isinstance<py::str>(other) && other.cast<std::string>() == "bfloat16") {
+                    warn_deprecated("comparing frugal.bfloat16 with the string \"bfloat16\" is deprecated: compare "
+                                    "with frugal.bfloat16");
+                    return true;
+                }
+            }
+            return false;
+        });
+    bits_dtype_instances[static_cast<std::size_t>(D)] = py::cast(marker{}).release().ptr();
+    m.attr(name) = bits_dtype_object(D);
+}
+
+void bind_bits_dtypes(py::module_& m) {
+    bind_bits_dtype<bits_dtype::bfloat16, std::uint16_t>(m, "BFloat16", "bfloat16", R"doc(
 The type of frugal.bfloat16: the bfloat16 dtype wherever frugal takes a dtype, beside
 numpy.float32 and numpy.float16. numpy has no bfloat16, so bfloat16 arrays are uint16 arrays
 holding the bits (from PyTorch: t.view(torch.int16).numpy().view(numpy.uint16)); numpy reads
@@ -46,24 +83,24 @@ frugal.bfloat16 as that uint16 dtype.
 
     plan = attention.BatchPlan(..., dtype=frugal.bfloat16)
     out = numpy.empty((tokens, heads, dim), frugal.bfloat16)    # a uint16 array for bfloat16 bits
-)doc")
-        .def_property_readonly("name", [](const bfloat16_dtype&) { return "bfloat16"; })
-        .def_property_readonly("itemsize", [](const bfloat16_dtype&) { return 2; })
-        .def_property_readonly("dtype", [](const bfloat16_dtype&) { return py::dtype::of<std::uint16_t>(); },
-                               "The numpy dtype of bfloat16 arrays: uint16 (the bits).")
-        .def("__repr__", [](const bfloat16_dtype&) { return "frugal.bfloat16"; })
-        .def("__hash__", [](const bfloat16_dtype&) { return py::hash(py::str("bfloat16")); })
-        .def("__eq__", [](const bfloat16_dtype&, py::handle other) {
-            if (py::isinstance<bfloat16_dtype>(other)) return true;
-            if (py::isinstance<py::str>(other) && other.cast<std::string>() == "bfloat16") {
-                warn_deprecated("comparing frugal.bfloat16 with the string \"bfloat16\" is deprecated: compare with "
-                                "frugal.bfloat16");
-                return true;
-            }
-            return false;
-        });
-    bfloat16_instance = py::cast(bfloat16_dtype{}).release().ptr();
-    m.attr("bfloat16") = bfloat16_object();
+)doc");
+    bind_bits_dtype<bits_dtype::float8_e4m3, std::uint8_t>(m, "Float8E4M3", "float8_e4m3", R"doc(
+The type of frugal.float8_e4m3: FP8 E4M3 (1 sign, 4 exponent bits of bias 7, 3 mantissa bits;
+finite up to 448, no infinities; PyTorch's float8_e4m3fn, vLLM's fp8_e4m3), a dtype of 8-bit K/V
+caches. numpy has no FP8, so its arrays are uint8 arrays holding the bits (from PyTorch:
+t.view(torch.uint8).numpy()); numpy reads frugal.float8_e4m3 as that uint8 dtype.
+
+    plan = attention.BatchPlan(..., dtype=frugal.bfloat16, kv_dtype=frugal.float8_e4m3)
+    k_pages = numpy.zeros((pages, page_size, kv_heads, head_dim), frugal.float8_e4m3)   # uint8 bits
+)doc");
+    bind_bits_dtype<bits_dtype::float8_e5m2, std::uint8_t>(m, "Float8E5M2", "float8_e5m2", R"doc(
+The type of frugal.float8_e5m2: FP8 E5M2 (1 sign, 5 exponent bits of bias 15, 2 mantissa bits;
+finite up to 57344, IEEE infinities and NaNs; PyTorch's float8_e5m2, vLLM's fp8_e5m2), a dtype of
+8-bit K/V caches. numpy has no FP8, so its arrays are uint8 arrays holding the bits (from
+PyTorch: t.view(torch.uint8).numpy()); numpy reads frugal.float8_e5m2 as that uint8 dtype.
+
+    plan = attention.BatchPlan(..., dtype=frugal.bfloat16, kv_dtype=frugal.float8_e5m2)
+)doc");
 }
 
 // `frugal.Error` and its subclasses, each also the built-in exception that fits, so
@@ -113,7 +150,7 @@ PYBIND11_MODULE(_frugal, m) {
         }
     });
 
-    fp::bind_bfloat16(m);
+    fp::bind_bits_dtypes(m);
     fp::bind_draft(fp::submodule(m, "draft", "Speculative drafting: suffix automaton, drafter, history, verification."));
     fp::bind_cache(fp::submodule(m, "cache", "Caches: eviction policies, the prefix tree, the semantic cache."));
     fp::bind_prune(fp::submodule(m, "prune", "Progressive cluster pruning of reranker candidates (GRATING)."));

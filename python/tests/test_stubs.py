@@ -23,7 +23,7 @@ def test_stubtest_finds_no_difference(tmp_path):
 
 
 def test_package_exports():
-    assert {"Error", "InvalidArgumentError", "OutOfRangeError", "RuntimeFailureError", "bfloat16",
-            "__version__"} <= set(frugal.__all__)
+    assert {"Error", "InvalidArgumentError", "OutOfRangeError", "RuntimeFailureError", "bfloat16", "float8_e4m3",
+            "float8_e5m2", "__version__"} <= set(frugal.__all__)
     assert frugal.draft.Drafter.__module__ == "frugal.draft"
     assert frugal.prune.ProgressiveModel.__module__ == "frugal.prune"  # the protocols live where the stubs say

@@ -54,8 +54,25 @@ def batch_plan_case():
     rng = np.random.default_rng(1)
     q = rng.standard_normal((2, 2, 8)).astype(np.float32)
     k, v = (rng.standard_normal((2, 4, 1, 8)).astype(np.float32) for _ in range(2))
+    table = (np.array([0, 2], np.int32), np.array([1, 0], np.int32), np.array([3], np.int32))
+    plan8 = att.BatchPlan(*table, np.array([0, 2], np.int32), page_size=4, q_heads=2, kv_heads=1, head_dim=8,
+                          kv_dtype=np.int8)
+    k8, v8 = np.zeros((2, 4, 1, 8), np.int8), np.zeros((2, 4, 1, 8), np.int8)
+    k8_scale, v8_scale = np.zeros((2, 4, 1), np.float32), np.zeros((2, 4, 1), np.float32)
+    att.quantize_into(k8, v8, *table, 0, np.arange(6), rng.standard_normal((6, 1, 8)).astype(np.float32),
+                      rng.standard_normal((6, 1, 8)).astype(np.float32), kv_dtype=np.int8, k_scale=k8_scale,
+                      v_scale=v8_scale)
+
+    def quantize_into():  # into pages of this call's own: it holds no state but the caller's arrays
+        pages, scales = [np.zeros((2, 4, 1, 8), np.int8) for _ in range(2)], [np.zeros((2, 4, 1), np.float32)
+                                                                               for _ in range(2)]
+        att.quantize_into(*pages, *table, 0, np.arange(6), np.ones((6, 1, 8), np.float32),
+                          np.ones((6, 1, 8), np.float32), kv_dtype=np.int8, k_scale=scales[0], v_scale=scales[1])
+
     calls = {"run": lambda: plan.run(q, k, v, lse=np.empty((2, 2), np.float32)),
-             "_properties": ("batch", "dtype", "kv_chunk", "kv_lens", "page_size", "tokens", "workers",
+             "run (int8 pages)": lambda: plan8.run(q, k8, v8, k_scale=k8_scale, v_scale=v8_scale),
+             "attention.quantize_into": quantize_into,
+             "_properties": ("batch", "dtype", "kv_chunk", "kv_dtype", "kv_lens", "page_size", "tokens", "workers",
                              "workspace_bytes")}
     return SHARED, plan, members(plan, calls)  # runs take turns on the plan's lock
 
