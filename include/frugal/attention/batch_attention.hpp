@@ -229,8 +229,18 @@ void run_decode_item(const batch_plan& plan, const Backend& backend, const batch
                             krows[hh * n + j - t0] = kv.k_pool() + at;
                             vrows[hh * n + j - t0] = kv.v_pool() + at;
                             if constexpr (quantized_kv_type<KV>) {
-                                kscale[hh * n + j - t0] = kv.k_scale(page, h, r);
-                                vscale[hh * n + j - t0] = kv.v_scale(page, h, r);
+                                if (kv.scales().granularity == scale_granularity::token) {
+                                    kscale[hh * n + j - t0] = kv.k_scale(page, h, r);
+                                    vscale[hh * n + j - t0] = kv.v_scale(page, h, r);
+                                }
+                            }
+                        }
+                    }
+                    if constexpr (quantized_kv_type<KV>) {
+                        if (kv.scales().granularity != scale_granularity::token) {
+                            for (std::size_t hh = 0; hh < heads; ++hh) {
+                                std::fill_n(kscale.data() + hh * n, n, kv.k_scale(0, it.kv_head + h0 + hh, 0));
+                                std::fill_n(vscale.data() + hh * n, n, kv.v_scale(0, it.kv_head + h0 + hh, 0));
                             }
                         }
                     }

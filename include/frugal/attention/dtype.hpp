@@ -320,12 +320,6 @@ inline void to_floats_scalar(const T* src, float* dst, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
 }
 
-
-inline void bf16_to_floats_scalar(const bfloat16* src, float* dst, std::size_t n) noexcept { to_floats_scalar(src, dst, n); }
-inline void f16_to_floats_scalar(const float16* src, float* dst, std::size_t n) noexcept { to_floats_scalar(src, dst, n); }
-inline void e4m3_to_floats_scalar(const float8_e4m3* src, float* dst, std::size_t n) noexcept { to_floats_scalar(src, dst, n); }
-inline void e5m2_to_floats_scalar(const float8_e5m2* src, float* dst, std::size_t n) noexcept { to_floats_scalar(src, dst, n); }
-inline void i8_to_floats_scalar(const std::int8_t* src, float* dst, std::size_t n) noexcept { to_floats_scalar(src, dst, n); }
 inline void floats_to_bf16_scalar(const float* src, bfloat16* dst, std::size_t n) noexcept {
     for (std::size_t i = 0; i < n; ++i) dst[i] = bfloat16::from_float(src[i]);
 }
@@ -334,13 +328,13 @@ inline void floats_to_f16_scalar(const float* src, float16* dst, std::size_t n) 
 }
 
 inline constexpr conversion_kernels scalar_kernels{"scalar",
-                                                   bf16_to_floats_scalar,
-                                                   f16_to_floats_scalar,
+                                                   to_floats_scalar<bfloat16>,
+                                                   to_floats_scalar<float16>,
                                                    floats_to_bf16_scalar,
                                                    floats_to_f16_scalar,
-                                                   e4m3_to_floats_scalar,
-                                                   e5m2_to_floats_scalar,
-                                                   i8_to_floats_scalar};
+                                                   to_floats_scalar<float8_e4m3>,
+                                                   to_floats_scalar<float8_e5m2>,
+                                                   to_floats_scalar<std::int8_t>};
 
 #if FRUGAL_X86_KERNELS
 // --- SSE2: every x86-64 CPU --------------------------------------------------------------
@@ -412,16 +406,6 @@ template <bool High = false>
     return _mm_srai_epi32(_mm_or_si128(_mm_and_si128(nan, quiet), _mm_andnot_si128(nan, r)), 16);
 }
 
-inline void bf16_to_floats_sse2(const bfloat16* src, float* dst, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, load_floats_sse2(src + i));
-    bf16_to_floats_scalar(src + i, dst + i, n - i);
-}
-inline void f16_to_floats_sse2(const float16* src, float* dst, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, load_floats_sse2(src + i));
-    f16_to_floats_scalar(src + i, dst + i, n - i);
-}
 /// `n` elements of `src` as fp32, four at a time.
 template <class T>
 inline void to_floats_sse2(const T* src, float* dst, std::size_t n) noexcept {
@@ -439,8 +423,8 @@ inline void floats_to_bf16_sse2(const float* src, bfloat16* dst, std::size_t n) 
 }
 
 inline constexpr conversion_kernels sse2_kernels{"sse2",
-                                                 bf16_to_floats_sse2,
-                                                 f16_to_floats_sse2,
+                                                 to_floats_sse2<bfloat16>,
+                                                 to_floats_sse2<float16>,
                                                  floats_to_bf16_sse2,
                                                  floats_to_f16_scalar,
                                                  to_floats_sse2<float8_e4m3>,
@@ -497,16 +481,6 @@ template <class T>
     to_floats_scalar(src + i, dst + i, n - i);
 }
 
-[[gnu::target("avx2,f16c")]] inline void bf16_to_floats_avx2(const bfloat16* src, float* dst, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_floats_avx2(src + i));
-    bf16_to_floats_scalar(src + i, dst + i, n - i);
-}
-[[gnu::target("avx2,f16c")]] inline void f16_to_floats_avx2(const float16* src, float* dst, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_floats_avx2(src + i));
-    f16_to_floats_scalar(src + i, dst + i, n - i);
-}
 [[gnu::target("avx2,f16c")]] inline void floats_to_bf16_avx2(const float* src, bfloat16* dst, std::size_t n) noexcept {
     const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), abs_mask = _mm256_set1_epi32(0x7fffffff);
     const __m256i inf = _mm256_set1_epi32(0x7f800000), quiet_bit = _mm256_set1_epi32(0x400000);
@@ -531,8 +505,8 @@ template <class T>
 }
 
 inline constexpr conversion_kernels avx2_kernels{"avx2",
-                                                 bf16_to_floats_avx2,
-                                                 f16_to_floats_avx2,
+                                                 to_floats_avx2<bfloat16>,
+                                                 to_floats_avx2<float16>,
                                                  floats_to_bf16_avx2,
                                                  floats_to_f16_avx2,
                                                  to_floats_avx2<float8_e4m3>,
@@ -591,16 +565,6 @@ template <class T>
     to_floats_scalar(src + i, dst + i, n - i);
 }
 
-[[gnu::target("avx512f")]] inline void bf16_to_floats_avx512(const bfloat16* src, float* dst, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_floats_avx512(src + i));
-    bf16_to_floats_scalar(src + i, dst + i, n - i);
-}
-[[gnu::target("avx512f")]] inline void f16_to_floats_avx512(const float16* src, float* dst, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, load_floats_avx512(src + i));
-    f16_to_floats_scalar(src + i, dst + i, n - i);
-}
 [[gnu::target("avx512f")]] inline void floats_to_bf16_avx512(const float* src, bfloat16* dst, std::size_t n) noexcept {
     const __mmask16 all = 0xffff;
     const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), abs_mask = _mm512_set1_epi32(0x7fffffff);
@@ -627,8 +591,8 @@ template <class T>
 }
 
 inline constexpr conversion_kernels avx512_kernels{"avx512",
-                                                   bf16_to_floats_avx512,
-                                                   f16_to_floats_avx512,
+                                                   to_floats_avx512<bfloat16>,
+                                                   to_floats_avx512<float16>,
                                                    floats_to_bf16_avx512,
                                                    floats_to_f16_avx512,
                                                    to_floats_avx512<float8_e4m3>,
