@@ -18,14 +18,20 @@
 namespace frugal::attention {
 
 /// The largest magnitude an 8-bit K/V element stores: 448 (E4M3), 57344 (E5M2), 127 (int8,
-/// symmetric: -128 is never written).
+/// symmetric: -128 is never written). A calibrated per-tensor or per-head scale is the
+/// largest |value| over this.
+/// @code
+/// float k_scale = calibrated_amax / frugal::attention::quantized_max<frugal::attention::float8_e4m3>;
+/// @endcode
 template <quantized_kv_type T>
 inline constexpr float quantized_max = std::is_same_v<std::remove_const_t<T>, float8_e4m3>   ? 448.0f
                                        : std::is_same_v<std::remove_const_t<T>, float8_e5m2> ? 57344.0f
                                                                                              : 127.0f;
 
-/// `x / scale` as an 8-bit K/V element: FP8 rounds to nearest even and saturates, int8
-/// rounds to nearest even and clamps to [-127, 127].
+namespace detail {
+
+/// `x / scale` as an 8-bit K/V element (x finite, scale positive and finite): FP8 rounds to
+/// nearest even and saturates, int8 rounds to nearest even and clamps to [-127, 127].
 template <quantized_kv_type T>
 [[nodiscard]] inline std::remove_const_t<T> quantize(float x, float scale) noexcept {
     using U = std::remove_const_t<T>;
@@ -33,6 +39,8 @@ template <quantized_kv_type T>
     if constexpr (std::is_same_v<U, std::int8_t>) return static_cast<std::int8_t>(std::clamp(std::nearbyint(y), -127.0f, 127.0f));
     else return U::from_float(y);
 }
+
+}  // namespace detail
 
 /// Writes token `t` of sequence `s` into its page slot of `kv`: `k` and `v` hold the
 /// token's `kv_heads x head_dim` values, head after head (as a QKV projection writes one
@@ -81,7 +89,7 @@ void quantize_into(const paged_kv<KV>& kv, std::size_t s, std::size_t t, std::sp
                     FRUGAL_CHECK(std::isfinite(scale) && scale > 0.0f, "quantize_into: ", is_k ? "K" : "V", " scale ",
                                  scale, " of head ", h, " must be finite and positive");
                 }
-                for (std::size_t c = 0; c < d; ++c) dst[c] = scale > 0.0f ? quantize<KV>(to_float(src[c]), scale) : KV{};
+                for (std::size_t c = 0; c < d; ++c) dst[c] = scale > 0.0f ? detail::quantize<KV>(to_float(src[c]), scale) : KV{};
             }
         }
     }
