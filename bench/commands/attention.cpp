@@ -457,7 +457,7 @@ std::vector<record> serve_compare(const serve_workload& w, const std::vector<std
                 }
     }
     // Stored bytes read, per pool: elements, and for int8 each row's scale.
-    const bool row_scales = paged.k_scale.size() > hkv;
+    const bool row_scales = paged.granularity == attention::scale_granularity::token;
     std::size_t element_bytes = 0, scale_bytes = 0;
     double pairs = 0;
     for (std::size_t s = 0; s < w.batch; ++s) {
