@@ -213,8 +213,10 @@ private:
         }
     }
 
-    /// `scores` with rows in groups of `Rows`, pass by pass across groups or group by
-    /// group. The first group of each head prefetches (see `score_pass`).
+    /// `scores` with rows in groups of `Rows`, pass by pass across groups (each pass on
+    /// adjacent keys, so that a token-major block streams in address order, once) or group
+    /// by group (each pass on keys a run apart, see `score_passes`). The first group of each
+    /// head prefetches.
     template <std::size_t Rows, attention::kv_storage_type T>
     static void grouped_scores(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
                                std::size_t heads, bool across_heads, matrix_view<float> s) {
@@ -226,18 +228,25 @@ private:
             const std::size_t r = g * Rows, h = r / rph;
             score_passes<Rows>(q.row_block(r, Rows), k.subspan(h * n, n),
                                r % rph == 0 ? v.subspan(h * n, n) : std::span<const T* const>{}, s.row_block(r, Rows),
-                               i0, i1, run, lane_of);
+                               i0, i1, run, across_heads, lane_of);
         };
         if (across_heads) {
+            // Every group's query rows are in use in each pass while the K/V rows stream
+            // by: the next group's are asked for ahead, lest they wait behind the stream.
             for (std::size_t i = 0; i < run; ++i)
-                for (std::size_t g = 0; g < groups; ++g) passes(g, i, i + 1);
+                for (std::size_t g = 0; g < groups; ++g) {
+                    for (std::size_t r = (g + 1) % groups * Rows, e = r + Rows; r < e; ++r)
+                        prefetch_row(q.row(r).data(), q.cols());
+                    passes(g, i, i + 1);
+                }
         } else {
             for (std::size_t g = 0; g < groups; ++g) passes(g, 0, run);
         }
     }
 
-    /// Keys ahead whose rows the score pass asks for (see `prefetch_row`).
-    static constexpr std::size_t prefetch_ahead = 8;
+    /// Keys ahead whose rows the score pass asks for (see `prefetch_row`): in the same run
+    /// four passes later, or over adjacent keys the next pass (four keys on AVX-512 and AVX2).
+    static constexpr std::size_t prefetch_ahead = 4;
 
     /// Asks for the cache lines of one `d`-element row. Decode reads each K/V row once,
     /// from pages in the page table's order, and its arithmetic leaves too few loads in
@@ -254,14 +263,15 @@ private:
 #endif
     }
 
-    /// Passes [i0, i1) of `run` over `Rows` rows; pass i takes the keys `u * run + i` (`lanes / Rows` of them,
-    /// one from each run of the block, which the hardware prefetcher then follows as that
-    /// many streams) against every row, sharing every K and Q load (head_dim a multiple of
-    /// `lanes`); a pass short of keys repeats its last one. With `v`, it asks for those
-    /// keys' value rows and for the key rows `prefetch_ahead` keys ahead.
+    /// Passes [i0, i1) of `run` over `Rows` rows; pass i takes `lanes / Rows` keys against every
+    /// row, sharing every K and Q load (head_dim a multiple of `lanes`): the keys `u * run + i`,
+    /// one from each run of the block, which the hardware prefetcher then follows as that many
+    /// streams, or with `adjacent` the keys `i * lanes / Rows + u`. A pass short of keys
+    /// repeats its last one. With `v`, it asks for those keys' value rows and for the key rows
+    /// `prefetch_ahead` keys ahead.
     template <std::size_t Rows, attention::kv_storage_type T>
     static void score_passes(matrix_view<const float> q, std::span<const T* const> k, std::span<const T* const> v,
-                             matrix_view<float> s, std::size_t i0, std::size_t i1, std::size_t run,
+                             matrix_view<float> s, std::size_t i0, std::size_t i1, std::size_t run, bool adjacent,
                              const std::array<std::size_t, lanes>& lane_of) {
         constexpr std::size_t keys_per_pass = lanes / Rows;
         const std::size_t n = k.size(), d = q.cols();
@@ -272,8 +282,10 @@ private:
             std::array<std::size_t, keys_per_pass> at{};
             std::size_t keys = 0;
             FRUGAL_UNROLL
-            for (std::size_t u = 0; u < keys_per_pass; ++u)
-                if (u * run + i < n) at[keys++] = u * run + i;
+            for (std::size_t u = 0; u < keys_per_pass; ++u) {
+                const std::size_t j = adjacent ? i * keys_per_pass + u : u * run + i;
+                if (j < n) at[keys++] = j;
+            }
             std::array<const T*, keys_per_pass> kr;
             FRUGAL_UNROLL
             for (std::size_t u = 0; u < keys_per_pass; ++u) kr[u] = k[at[std::min(u, keys - 1)]];
