@@ -8,6 +8,7 @@
 //    (what an engine did before), a streaming read of the same K/V bytes (the decode
 //    bandwidth roofline) and, for prefill, the GEMM roofline.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <frugal/attention/batch_attention.hpp>
@@ -744,14 +746,33 @@ public:
                    "--kv-len-spread 0.5` in f32 and bf16, and `--batch 1 --kv-len 32768`, with `fma` (the step's "
                    "multiply-adds done in registers by the same threads); `roofline_ratio` is the slower of membw and "
                    "fma over the step's time.";
+        // KV formats: token- vs head-major pages and 8-bit K/V vs bf16 on the same shapes, one
+        // after another in this run.
+        for (const auto& [batch, kv_len] : {std::pair<std::size_t, std::size_t>{8, ctx.quick ? 128 : 4096},
+                                            std::pair<std::size_t, std::size_t>{1, long_kv}})
+            for (const auto& [dtype, layout] : kv_formats) {
+                serve_workload w{.mode = "decode", .batch = batch, .kv_len = kv_len, .heads = ctx.quick ? 4u : 32u,
+                                 .kv_heads = ctx.quick ? 2u : 8u, .d = ctx.quick ? 32u : 128u, .page_size = 16,
+                                 .threads = 2, .dtype = dtype, .layout = layout};
+                for (auto& r : serve(w, {"paged"}, false, ctx.quick ? 0.01 : 0.5)) {
+                    r["workload"] = "kv-format";
+                    s.records.push_back(std::move(r));
+                }
+            }
+        s.notes += " KV-format rows (`workload` = kv-format): `--batch 8 --kv-len 4096` and `--batch 1 --kv-len 32768` "
+                   "with `--dtype T --layout L` (8-bit K/V read by bf16 queries; bytes as stored).";
         add_headlines(s, lengths.back(), ctx.quick);
         s.tables.push_back({.title = "One sequence (prefill)",
                             .columns = {"impl", "sq", "ms", "gflops", "useful_gflops", "ratio_to_gemm", "workspace_bytes"},
                             .exclude = {{"mode", "decode"}}});
+        s.tables.push_back({.title = "KV formats: decode time by page layout and K/V storage",
+                            .columns = {"batch", "kv_len", "dtype", "layout", "ms", "kv_bytes", "gbytes_per_s"},
+                            .filter = {{"workload", "kv-format"}}});
         s.tables.push_back({.title = "Paged decode against a streaming read (membw)",
                             .columns = {"workload", "impl", "batch", "kv_len", "kv_len_spread", "dtype", "ms",
                                         "gbytes_per_s", "bandwidth_ratio", "cpu_bandwidth_ratio", "roofline_ratio"},
-                            .filter = {{"mode", "decode"}}});
+                            .filter = {{"mode", "decode"}},
+                            .exclude = {{"workload", "kv-format"}}});
         s.plots.push_back({.file = "attention_gflops.png", .title = "Attention GFLOP/s vs sequence length",
                            .x = "sq", .y = "gflops", .series = "impl", .xlabel = "sequence length (sq = skv)",
                            .ylabel = "GFLOP/s (4 sq skv d heads / time)", .logx = true});
@@ -767,6 +788,11 @@ public:
     }
 
 private:
+    // The KV formats the report times on each shape: f16 and bf16 in both page layouts,
+    // and the 8-bit formats head-major.
+    static constexpr std::array<std::pair<const char*, const char*>, 7> kv_formats{
+        {{"f16", "hnd"}, {"f16", "nhd"}, {"bf16", "hnd"}, {"bf16", "nhd"}, {"fp8e4m3", "hnd"}, {"fp8e5m2", "hnd"}, {"int8", "hnd"}}};
+
     // The report's opening rows: the prefill roofline ratio at the longest sequence and the
     // serving targets' decode figures (each against membw or f32 in the same run).
     static void add_headlines(report_section& s, std::size_t longest, bool quick) {
@@ -793,6 +819,36 @@ private:
             s.headlines.push_back(at_least(quick ? "decode, batch 1 (quick sizes), paged f32"
                                                  : "decode, batch 1 x 32768, paged f32 (split-KV)",
                                            *v, "membw (streaming read of the K/V bytes)", 0.80));
+        // KV formats: the worst ratio over both shapes (and f16 and bf16 for the layouts).
+        const auto kv_ms = [&](std::size_t batch, const char* dtype, const char* layout) {
+            return find_number(r, {{"workload", "kv-format"}, {"batch", batch}, {"dtype", dtype}, {"layout", layout}},
+                               "ms");
+        };
+        const auto worst = [&](auto ratio) {
+            std::optional<double> w;
+            for (std::size_t batch : {8, 1})
+                if (auto v = ratio(batch)) w = std::max(w.value_or(*v), *v);
+            return w;
+        };
+        const std::string shapes = quick ? " (quick sizes)" : ", batch 8 x 4096 and 1 x 32768 (worse of the two)";
+        const auto nhd_over_hnd = [&](std::size_t batch) -> std::optional<double> {
+            std::optional<double> w;
+            for (const char* dtype : {"f16", "bf16"})
+                if (auto n = kv_ms(batch, dtype, "nhd"), h = kv_ms(batch, dtype, "hnd"); n && h)
+                    w = std::max(w.value_or(*n / *h), *n / *h);
+            return w;
+        };
+        if (auto v = worst(nhd_over_hnd))
+            s.headlines.push_back(at_most("decode, token-major (NHD) pages, f16 and bf16" + shapes, *v,
+                                          "head-major (HND) pages' time", 1.15));
+        for (const char* dtype : {"fp8e4m3", "fp8e5m2", "int8"}) {
+            const auto over_bf16 = [&](std::size_t batch) -> std::optional<double> {
+                if (auto q = kv_ms(batch, dtype, "hnd"), b = kv_ms(batch, "bf16", "hnd"); q && b) return *q / *b;
+                return std::nullopt;
+            };
+            if (auto v = worst(over_bf16))
+                s.headlines.push_back(at_most(std::string("decode, ") + dtype + " K/V" + shapes, *v, "bf16 K/V time", 1.0));
+        }
     }
 
     // The serving workload from the shared options (heads, KV heads, d, threads, causal).
