@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "batch_fixture.hpp"
@@ -219,8 +220,9 @@ TEST(QuantizedKv, QuantizeIntoRoundsEachValueWithinHalfAStepOfItsScale) {
         }
 }
 
-// Token-major pages read in the same order as head-major ones: the same bits, for the
-// 16-bit formats and the 8-bit ones, decode items over all KV heads or one each.
+// Token-major pages read in the same order as head-major ones: the same bits for the same
+// decode step, for the 16-bit formats and the 8-bit ones, decode items over all KV heads or
+// one each.
 template <class T>
 void expect_layouts_give_the_same_bits() {
     for (bool grouped : {true, false}) {
@@ -232,12 +234,61 @@ void expect_layouts_give_the_same_bits() {
         spec.layout = kv_layout::hnd;
         const batch_data<T> hnd(spec);
         const frugal::testing::kv_pool<T> pn(nhd, false), ph(hnd, false);
-        const auto plan = fa::batch::plan(nhd.shape(), {.mask = attention_mask::causal(), .dtype = fa::dtype_of<T>,
-                                                        .threads = 2, .kv_chunk = 128, .group_decode_heads = grouped});
+        const auto plan =
+            fa::batch::plan(nhd.shape(), {.mask = attention_mask::causal(), .dtype = fa::dtype_of<T>, .threads = 2,
+                                          .kv_block = 64, .kv_chunk = 128, .group_decode_heads = grouped});
         const auto a = frugal::testing::run_batch(plan, nhd, pn, cpu, 2), b = frugal::testing::run_batch(plan, hnd, ph, cpu, 2);
         EXPECT_EQ(a.out, b.out) << fa::dtype_name(fa::dtype_of<T>) << " grouped " << grouped;
         EXPECT_EQ(a.lse, b.lse);
     }
+}
+
+// With kv_block unset, decode over token-major pages of 16- or 32-bit rows read for several
+// KV heads at once steps 64 keys (half the default); 8-bit rows, head-major pages and items
+// of one KV head step 128: each gives the bits of a plan that sets that step. In fp32 the
+// other step gives other bits (16-bit outputs may round the difference away).
+template <class T>
+void expect_default_step(kv_layout layout, bool grouped, std::size_t step) {
+    batch_spec spec = mixed(layout);
+    spec.q_heads = 16;
+    spec.kv_heads = 4;
+    const batch_data<T> b(spec);
+    const frugal::testing::kv_pool<T> pool(b, false);
+    fa::batch_options opt{.mask = attention_mask::causal(), .dtype = fa::dtype_of<T>, .threads = 2, .kv_chunk = 256,
+                          .group_decode_heads = grouped};
+    const auto by_default = frugal::testing::run_batch(fa::batch::plan(b.shape(), opt), b, pool, cpu, 2);
+    opt.kv_block = step;
+    const auto set = frugal::testing::run_batch(fa::batch::plan(b.shape(), opt), b, pool, cpu, 2);
+    opt.kv_block = 192 - step;  // the other of 64 and 128: the steps differ in the bits
+    const auto other = frugal::testing::run_batch(fa::batch::plan(b.shape(), opt), b, pool, cpu, 2);
+    const std::string what = std::string(fa::dtype_name(fa::dtype_of<T>)) + (layout == kv_layout::nhd ? " nhd" : " hnd") +
+                             (grouped ? " grouped" : " per head");
+    EXPECT_EQ(by_default.out, set.out) << what;
+    EXPECT_EQ(by_default.lse, set.lse) << what;
+    if constexpr (std::is_same_v<T, float>) {
+        EXPECT_NE(by_default.out, other.out) << what;
+    }
+}
+
+TEST(QuantizedKv, DefaultDecodeStepIsHalvedOnlyForTokenMajorRowsOfSeveralHeads) {
+    expect_default_step<float>(kv_layout::nhd, true, 64);
+    expect_default_step<bfloat16>(kv_layout::nhd, true, 64);
+    expect_default_step<fa::float16>(kv_layout::nhd, true, 64);
+    expect_default_step<float>(kv_layout::hnd, true, 128);
+    expect_default_step<float>(kv_layout::nhd, false, 128);
+    // 8-bit rows keep 128 keys.
+    batch_spec spec = mixed(kv_layout::nhd);
+    spec.q_heads = 16;
+    spec.kv_heads = 4;
+    const batch_data<bfloat16> b(spec);
+    const quantized_pool<fa::float8_e4m3> pool(b, scale_granularity::head);
+    fa::batch_options opt{.mask = attention_mask::causal(), .dtype = storage_dtype::bf16,
+                          .kv_dtype = storage_dtype::fp8_e4m3, .threads = 2, .kv_chunk = 256};
+    const auto by_default = run_quantized(fa::batch::plan(b.shape(), opt), b, pool.view(), cpu);
+    opt.kv_block = 128;
+    const auto set = run_quantized(fa::batch::plan(b.shape(), opt), b, pool.view(), cpu);
+    EXPECT_EQ(by_default.out, set.out);
+    EXPECT_EQ(by_default.lse, set.lse);
 }
 
 TEST(QuantizedKv, TokenMajorPagesGiveTheBitsOfHeadMajorOnes) {

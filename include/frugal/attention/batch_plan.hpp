@@ -84,7 +84,8 @@ struct batch_shape {
 /// `kv_dtype` that of K and V (unset: `dtype`; or an 8-bit format: fp8_e4m3, fp8_e5m2,
 /// int8); run checks both.
 /// `threads` bounds the workers (at most `max_threads`). Prefill tiles are `q_tile x kv_tile`; decode folds
-/// `kv_block` keys per step (0: 128; at most 256), from any number of pages; split-KV
+/// `kv_block` keys per step (0: 128, or 64 where items read several KV heads of token-major
+/// pages with 16- or 32-bit rows, which stream faster so; at most 256), from any number of pages; split-KV
 /// cuts decode sequences into `kv_chunk`-key chunks (0: chosen from the thread count
 /// and the lengths; a multiple of `kv_block`). Sequences with at most `decode_rows`
 /// query rows per KV head (q_len x group) take the decode path, the rest the GEMM path.
@@ -93,7 +94,7 @@ struct batch_shape {
 /// A CPU then walks each page once for all heads (with NHD pools whole token rows instead
 /// of `head_dim`-element pieces), and split-KV cuts sequences finer for the same number of
 /// items; the result is the same up to the split's merge rounding (bitwise for the same
-/// split). A GPU wants one item per KV head (`cuda::plan_batch` turns it off); it runs either.
+/// split and `kv_block`). A GPU wants one item per KV head (`cuda::plan_batch` turns it off); it runs either.
 /// @code
 /// frugal::attention::batch_options opt{.mask = frugal::attention::attention_mask::causal(),
 ///                                      .dtype = frugal::attention::storage_dtype::bf16, .threads = 2};
