@@ -85,7 +85,8 @@ struct batch_shape {
 /// int8); run checks both.
 /// `threads` bounds the workers (at most `max_threads`). Prefill tiles are `q_tile x kv_tile`; decode folds
 /// `kv_block` keys per step (0: 128, or 64 where items read several KV heads of token-major
-/// pages with 16- or 32-bit rows, which stream faster so; at most 256), from any number of pages; split-KV
+/// pages with 16- or 32-bit rows, which decode faster in shorter steps; at most 256), from
+/// any number of pages; split-KV
 /// cuts decode sequences into `kv_chunk`-key chunks (0: chosen from the thread count
 /// and the lengths; a multiple of `kv_block`). Sequences with at most `decode_rows`
 /// query rows per KV head (q_len x group) take the decode path, the rest the GEMM path.
