@@ -15,6 +15,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <pybind11/numpy.h>
@@ -194,9 +195,10 @@ decltype(auto) without_gil(busy_flag& flag, const char* who, Fn&& fn) {
 /// How Python's calls enter an object whose request locks Python objects hold (a prefix
 /// tree): each call takes the object's busy flag and first releases the locks whose Python
 /// objects were freed meanwhile; a lock freed while another thread is inside is queued for
-/// the next call (a deallocation can neither raise nor wait for it). Declare it after the
-/// object it guards, so that the locks still queued are released before the object goes.
-template <class Lock>
+/// the next call (a deallocation can neither raise nor wait for it). `Locks` are the kinds
+/// of lock (each with a `release()`). Declare it after the object it guards, so that the
+/// locks still queued are released before the object goes.
+template <class... Locks>
 class lock_keeping_access {
 public:
     /// Runs `fn` with the object busy (with_busy), after releasing the locks freed meanwhile.
@@ -216,6 +218,7 @@ public:
     }
     /// Releases a lock whose Python object is freed: now, or by the next call when another
     /// thread is inside the object.
+    template <class Lock>
     void release_when_free(Lock lock) noexcept {
         const busy_flag::guard g(busy_, std::nothrow);
         if (g.owns()) {
@@ -223,21 +226,21 @@ public:
             return;
         }
         const std::lock_guard hold(freed_mutex_);
-        freed_.push_back(std::move(lock));
+        freed_.emplace_back(std::move(lock));
     }
 
 private:
     void release_freed() {
-        std::vector<Lock> locks;
+        std::vector<std::variant<Locks...>> locks;
         {
             const std::lock_guard hold(freed_mutex_);
             locks.swap(freed_);
         }
-        for (Lock& l : locks) l.release();
+        for (auto& l : locks) std::visit([](auto& lock) { lock.release(); }, l);
     }
     busy_flag busy_;
     std::mutex freed_mutex_;
-    std::vector<Lock> freed_;
+    std::vector<std::variant<Locks...>> freed_;
 };
 
 /// A request lock on a tree as Python holds it: every use of it reads or writes the tree, so

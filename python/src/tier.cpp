@@ -186,6 +186,7 @@ private:
 struct tiered_tree {
     using tree_type = cache::tiered_prefix_tree<any_tier, row_pool>;
     using match = tree_type::prefix_match;
+    using ticket = tree_type::prefetch_ticket;
     template <class Tier>
     tiered_tree(py::object tier_object, py_tier<Tier>& t, const array_view<std::uint8_t, true>& pages_view,
                 std::size_t budget, const cache::tier_namespace& ns, tree_type::options opt)
@@ -204,13 +205,36 @@ struct tiered_tree {
     row_pool pool;
     any_tier tier;
     tree_type tree;
-    lock_keeping_access<match> access;  // after tree: queued locks are released before the tree goes
+    lock_keeping_access<match, ticket> access;  // after tree: queued locks are released before the tree goes
 };
 
 struct tiered_match : python_lock<tiered_tree> {
     using python_lock::python_lock;
     std::size_t from_tier = 0;
 };
+
+// A prefetch ticket as Python holds it. load() runs on any thread, match() and `pages` go
+// through the tree's access (the C++ ticket orders a load and a match); its deallocation hands
+// what it still holds (rows, the lock on the prefix memory held) to the tree's access, as a
+// dropped lock's. The Python object keeps its tree alive (keep_alive).
+struct tiered_prefetch {
+    tiered_prefetch(tiered_tree& t, tiered_tree::ticket k) : tree(&t), ticket(std::move(k)) {}
+    tiered_prefetch(const tiered_prefetch&) = delete;
+    tiered_prefetch& operator=(const tiered_prefetch&) = delete;
+    ~tiered_prefetch() { tree->access.release_when_free(std::move(ticket)); }
+    tiered_tree* tree;
+    tiered_tree::ticket ticket;
+};
+
+// Loads `p`'s pages through `reader` (a DiskTier or RedisTier), the GIL released and the
+// reader marked busy.
+template <class Tier>
+void load_through(tiered_prefetch& p, py_tier<Tier>& reader) {
+    without_gil(reader.busy, "TieredPrefetch.load", [&] {
+        any_tier tier(reader);
+        p.ticket.load(tier);
+    });
+}
 
 void bind_tiered_prefix_tree(py::module_& m) {
     using T = tiered_tree;
@@ -226,6 +250,42 @@ void bind_tiered_prefix_tree(py::module_& m) {
                  "a context manager that releases it on exit.",
                  "pages", "Rows of the pages array holding the locked pages, in order (int64).")
         .def_readonly("from_tier", &M::from_tier, "How many of the pages match() loaded from the tier (the last ones).");
+
+    py::class_<tiered_prefetch>(m, "TieredPrefetch", R"doc(
+A load from the tier started before a request is scheduled (TieredPrefixTree.prefetch):
+load(reader) runs it on any thread, with its own DiskTier or RedisTier on the same storage,
+while the engine goes on; TieredPrefixTree.match(ticket) takes its pages, waiting for a load
+in flight or loading them itself if none started. Until then the ticket holds rows of the
+pages array and a lock on the prefix memory held; dropping it unmatched gives them back.
+
+    ticket = cache.prefetch(keys)                                     # when the request is queued
+    threading.Thread(target=ticket.load, args=(io_tier,)).start()     # io_tier: a second tier object
+    with cache.match(ticket) as hit:                                  # when it is scheduled
+        decode(pages[hit.pages])
+)doc")
+        .def(
+            "load",
+            [](tiered_prefetch& p, py::object reader) {
+                if (py::isinstance<py_tier<cache::disk_tier<>>>(reader))
+                    return load_through(p, reader.cast<py_tier<cache::disk_tier<>>&>());
+#ifdef FRUGAL_PYTHON_HAVE_REDIS
+                if (py::isinstance<py_tier<cache::redis_tier>>(reader))
+                    return load_through(p, reader.cast<py_tier<cache::redis_tier>&>());
+#endif
+                throw py::type_error("TieredPrefetch.load: reader must be a DiskTier or RedisTier, got " +
+                                     py::str(py::type::of(reader)).cast<std::string>());
+            },
+            py::arg("reader"),
+            "Loads the ticket's pages from `reader` (a tier object no other thread uses meanwhile, on the tree's "
+            "storage and namespace), the GIL released. At most once: a call after the load started, here or by "
+            "match(), returns at once.")
+        .def_property_readonly("pages",
+                               [](tiered_prefetch& p) {
+                                   // match() empties the ticket: read it as match does, through the tree.
+                                   return p.tree->access.use("TieredPrefetch.pages", [&] { return p.ticket.pages(); });
+                               },
+                               "Pages the ticket loads at most (0 once matched, or when memory held every page or no "
+                               "row was free).");
 
     py::class_<T> cls(m, "TieredPrefixTree", R"doc(
 A KV prefix cache in two levels: pages in memory (rows of your `pages` array, at most
@@ -268,6 +328,31 @@ evicts them, at flush() or when the tree goes (write="back"). One thread at a ti
                  return keys_array(t.tree.keys(tok.span()));
              },
              py::arg("tokens"), "The chunk keys of `tokens` (int32) in the tree's namespace: an (n, 2) uint64 array.")
+        .def("prefetch",
+             [](T& t, py::handle keys) {
+                 const auto k = keys_of(keys);
+                 return t.use("TieredPrefixTree.prefetch",
+                              [&] { return std::make_unique<tiered_prefetch>(t, t.tree.prefetch(k)); });
+             },
+             py::arg("keys"), py::keep_alive<0, 1>(),
+             "Prepares a load of the pages after the prefix memory holds (locked until the ticket is matched or "
+             "dropped): takes free rows for them now and returns a TieredPrefetch whose load() reads them on any "
+             "thread.")
+        .def("match",
+             [](T& t, tiered_prefetch& ticket) {
+                 FRUGAL_CHECK(ticket.tree == &t, "TieredPrefixTree.match: the ticket belongs to another tree");
+                 auto lock = std::make_unique<M>(t);
+                 t.use("TieredPrefixTree.match", [&] {
+                     auto r = t.tree.match(std::move(ticket.ticket));
+                     lock->lock = std::move(r.lock);
+                     lock->from_tier = r.from_tier;
+                 });
+                 return lock;
+             },
+             py::arg("ticket"), py::keep_alive<0, 1>(),
+             "The request of `ticket` (from prefetch()): waits for its load (or loads it here, through the tree's "
+             "tier, if no thread started it) and locks the prefix with the loaded pages; use the result in a with "
+             "block.")
         .def("match",
              [](T& t, py::handle keys) {
                  const auto k = keys_of(keys);

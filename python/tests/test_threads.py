@@ -23,6 +23,7 @@ from frugal import cache, draft, prune, rag
 from frugal import schedule as sch
 from frugal._types import pybind11_object
 from id_reranker import IdReranker
+from tiered_serving import pages_for, serve
 
 BUSY = "used from two threads at once"
 ARGUMENT_ERRORS = (frugal.InvalidArgumentError, frugal.OutOfRangeError, KeyError)
@@ -216,6 +217,7 @@ def tiered_tree_case():
     calls = {"__len__": lambda: len(tree), "allocate": lambda: tree.release_rows(tree.allocate(2)),
              "release_rows": lambda: tree.release_rows(tree.allocate(1)), "evict": lambda: tree.evict(128),
              "flush": tree.flush, "insert": serve, "match": serve, "keys": lambda: tree.keys(np.arange(16, dtype=np.int32)),
+             "prefetch": lambda: tree.match(tree.prefetch(TIER_KEYS)).release(),
              "tier.get": lambda: tier.exists_prefix(TIER_KEYS),  # the tier, which the tree's calls hold
              "_properties": ("budget", "bytes", "free_rows", "locked_bytes", "stats", "unwritten")}
     return FLAGGED, tree, members(tree, calls)
@@ -228,6 +230,21 @@ def tiered_match_case():
              "release": m.release, "tree.serve": serve, "tree.evict": lambda: tree.evict(1024),
              "_properties": ("pages", "from_tier")}
     return FLAGGED, m, members(m, calls)
+
+
+def tiered_prefetch_case():
+    # The tier holds TIER_KEYS' pages, memory none: the ticket loads them all.
+    tier, tree, serve_keys = tiered_tree()
+    serve_keys()
+    tree.flush()
+    tree.evict(1 << 30)
+    ticket = tree.prefetch(TIER_KEYS)
+    folder = path_of("tiered")  # tiered_tree's folder (this thread's)
+
+    def load():  # each thread loads through a tier object of its own
+        ticket.load(cache.DiskTier(folder, TIER_NS, byte_budget=1 << 20))
+    calls = {"load": load, "tree.match": lambda: tree.match(ticket).release(), "_properties": ("pages",)}
+    return FLAGGED, ticket, members(ticket, calls)  # pages and match hold the tree's flag
 
 
 def tiered_stats_case():
@@ -742,6 +759,7 @@ CASES = {
     "frugal.cache.TierStats": tier_stats_case,
     "frugal.cache.TieredPrefixTree": tiered_tree_case,
     "frugal.cache.TieredMatch": tiered_match_case,
+    "frugal.cache.TieredPrefetch": tiered_prefetch_case,
     "frugal.cache.TieredStats": tiered_stats_case,
     "frugal.draft.Drafter": drafter_case,
     "frugal.draft.DrafterConfig": drafter_config_case,
@@ -943,6 +961,57 @@ def test_a_lock_freed_while_its_tree_is_busy_is_released_after():
     del lock
     t.join(timeout=60)
     assert tree.locked_bytes == 0 and len(tree) == LONG.size + 1
+
+
+def test_a_prefetch_loaded_on_another_thread_gives_match_the_pages_the_tier_holds(tmp_path):
+    writer_pages = np.zeros((32, 256), np.uint8)
+    writer = cache.TieredPrefixTree(cache.DiskTier(tmp_path, TIER_NS, byte_budget=1 << 20), writer_pages, TIER_NS)
+    keys = writer.keys(np.arange(48, dtype=np.int32))  # 12 pages, written by another engine
+    serve(writer, writer_pages, keys)
+    pages = np.zeros((32, 256), np.uint8)
+    tree = cache.TieredPrefixTree(cache.DiskTier(tmp_path, TIER_NS, byte_budget=1 << 20), pages, TIER_NS)
+    serve(tree, pages, keys[:3])  # memory holds the first 3 (read from the tier)
+    io_tier = cache.DiskTier(tmp_path, TIER_NS, byte_budget=1 << 20)
+    ticket = tree.prefetch(keys)
+    assert ticket.pages == 9 and tree.free_rows == 32 - 12
+    io = threading.Thread(target=ticket.load, args=(io_tier,))
+    io.start()
+    other = tree.keys(np.arange(1000, 1024, dtype=np.int32))
+    for _ in range(5):  # the engine goes on meanwhile
+        serve(tree, pages, other)
+    io.join()
+    assert io_tier.stats.hits == 9
+    with tree.match(ticket) as hit:
+        assert len(hit) == 12 and hit.from_tier == 9
+        np.testing.assert_array_equal(pages[hit.pages], pages_for(keys))
+    assert ticket.pages == 0
+    with pytest.raises(frugal.InvalidArgumentError, match="consumed"):
+        tree.match(ticket)
+    ticket.load(io_tier)  # after the match: nothing left to load
+    assert io_tier.stats.hits == 9
+
+
+def test_a_prefetch_dropped_while_another_thread_uses_the_tree_is_released_by_its_next_call(tmp_path):
+    pages = np.zeros((16, 256), np.uint8)
+    tree = cache.TieredPrefixTree(cache.DiskTier(tmp_path, TIER_NS, byte_budget=1 << 20), pages, TIER_NS)
+    keys = tree.keys(np.arange(32, dtype=np.int32))
+    serve(tree, pages, keys)  # memory holds all 8 pages: the ticket locks them and loads none
+    ticket = tree.prefetch(keys)
+    assert ticket.pages == 0 and tree.locked_bytes == 8 * 256
+    stop = threading.Event()
+
+    def busy():  # calls the tree until told to stop (each call holds it)
+        while not stop.is_set():
+            try:
+                tree.evict(0)
+            except frugal.RuntimeFailureError:
+                pass  # the main thread was inside
+    worker = threading.Thread(target=busy)
+    worker.start()
+    del ticket  # released now, or queued for the tree's next call
+    stop.set()
+    worker.join()
+    assert tree.locked_bytes == 0 and tree.free_rows == 16 - 8
 
 
 @pytest.mark.parametrize("probe", ["contains", "len"])

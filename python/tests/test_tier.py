@@ -13,16 +13,9 @@ import pytest
 
 import frugal
 from frugal import cache
+from tiered_serving import pages_for, serve
 
 NS = cache.TierNamespace("test-1b", "bf16", "nhd", page_tokens=4)
-
-
-def pages_for(keys, nbytes=256):
-    """Row i: bytes derived from key i (what a loaded page must hold)."""
-    rows = np.empty((len(keys), nbytes), np.uint8)
-    for i, (high, low) in enumerate(keys.tolist()):
-        rows[i] = np.random.default_rng([high & 0xFFFFFFFF, low & 0xFFFFFFFF]).integers(0, 256, nbytes, dtype=np.uint8)
-    return rows
 
 
 def test_chunk_keys_chain_over_the_prefix_and_the_namespace():
@@ -120,19 +113,6 @@ def test_redis_tier_round_trip_and_a_server_that_goes_away(redis_port):
     assert tier.stats.errors > 0
 
 
-def serve(tree, pages, keys):
-    """A request as an engine runs it: match, compute the rest into allocated rows, insert."""
-    with tree.match(keys) as hit:
-        for i, row in enumerate(hit.pages):
-            np.testing.assert_array_equal(pages[row], pages_for(keys[i:i + 1])[0])
-        rows = tree.allocate(len(keys) - len(hit))
-        assert len(rows) == len(keys) - len(hit)
-        pages[rows] = pages_for(keys[len(hit):])
-        r = tree.insert(hit, keys, rows)
-        assert len(hit) == r.cached
-        return hit.from_tier, r
-
-
 def test_tiered_prefix_trees_share_pages_through_a_disk_tier(tmp_path):
     pages_a = np.zeros((32, 256), np.uint8)
     pages_b = np.zeros((32, 256), np.uint8)
@@ -177,6 +157,29 @@ def test_tiered_prefix_tree_refuses_bad_rows_and_keeps_locked_pages(tmp_path):
         cache.TieredPrefixTree(object(), pages, NS)
     with pytest.raises(frugal.InvalidArgumentError, match="write must be"):
         cache.TieredPrefixTree(cache.DiskTier(tmp_path, NS, byte_budget=1 << 20), pages, NS, write="sometimes")
+
+
+def test_a_prefetch_no_thread_loaded_loads_at_match_and_a_dropped_one_gives_its_rows_back(tmp_path):
+    writer_pages = np.zeros((16, 256), np.uint8)
+    writer = cache.TieredPrefixTree(cache.DiskTier(tmp_path, NS, byte_budget=1 << 20), writer_pages, NS)
+    keys = writer.keys(np.arange(32, dtype=np.int32))
+    serve(writer, writer_pages, keys)
+    pages = np.zeros((16, 256), np.uint8)
+    tier = cache.DiskTier(tmp_path, NS, byte_budget=1 << 20)
+    tree = cache.TieredPrefixTree(tier, pages, NS)
+    other = cache.TieredPrefixTree(cache.DiskTier(tmp_path, NS, byte_budget=1 << 20), np.zeros((16, 256), np.uint8), NS)
+    dropped = tree.prefetch(keys)
+    assert dropped.pages == 8 and tree.free_rows == 8
+    del dropped
+    assert tree.free_rows == 16 and tree.locked_bytes == 0
+    with pytest.raises(frugal.InvalidArgumentError, match="another tree"):
+        tree.match(other.prefetch(keys))
+    with pytest.raises(TypeError, match="DiskTier or RedisTier"):
+        tree.prefetch(keys).load(object())
+    ticket = tree.prefetch(keys)
+    with tree.match(ticket) as hit:  # no thread loaded it: match loads it through the tree's tier
+        assert hit.from_tier == 8 and tier.stats.hits == 8
+        np.testing.assert_array_equal(pages[hit.pages], pages_for(keys))
 
 
 def test_tiered_prefix_trees_in_two_processes_share_a_redis_server(redis_port):

@@ -77,6 +77,13 @@ TEST_F(TieredPrefetch, ATicketNoThreadLoadedLoadsAtMatchAndADroppedOneGivesItsPa
         EXPECT_EQ(pool.in_use(), 8u);
     }
     EXPECT_EQ(pool.in_use(), 0u);
+    auto released = tree.prefetch(wanted);
+    EXPECT_EQ(pool.in_use(), 8u);
+    released.release();  // as dropping it
+    EXPECT_EQ(pool.in_use(), 0u);
+    EXPECT_EQ(released.pages(), 0u);
+    released.load(tier);  // an empty ticket loads nothing
+    EXPECT_EQ(tier.stats().hits, 0u);
     auto ticket = tree.prefetch(wanted);
     auto foreign = other.prefetch(wanted);
     EXPECT_NE(error_of([&] { (void)tree.match(std::move(foreign)); }).find("another tree"), std::string::npos);

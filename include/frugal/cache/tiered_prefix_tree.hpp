@@ -187,6 +187,13 @@ public:
         }
         /// Pages the ticket will load at most (0: memory held everything, or no page was free).
         [[nodiscard]] std::size_t pages() const noexcept { return s_ ? s_->pages.size() : 0; }
+        /// Drops the ticket now, as its destructor would (after a load in flight, its pages go
+        /// back to the pool and its lock is released); empty after. On the tree's thread.
+        /// @code
+        /// auto ticket = cache.prefetch(keys);
+        /// if (request_cancelled) ticket.release();
+        /// @endcode
+        void release() noexcept { abandon(); }
 
     private:
         friend class tiered_prefix_tree;
