@@ -175,9 +175,10 @@ void check_batch_views(const batch_plan& plan, const heads_view<const T>& q, con
 /// The keys a decode step of `plan` folds over `kv`: `kv_block()`, or where the options
 /// leave kv_block unset and items read several KV heads of token-major pages with 16- or
 /// 32-bit rows, half of it. Such a step streams every head's rows of each key together
-/// (see the Eigen backend's `decode_tile`): measured on an AVX-512 CPU, 64 keys decode
-/// 5-20% faster than 128 there, while 8-bit rows (half as long) and head-major pages
-/// gain nothing. Either way a multiple of it divides every split chunk.
+/// (see the Eigen backend's `decode_tile`): measured on an AVX-512 CPU, 64 keys decode up
+/// to a quarter faster than 128 there (a tenth on average; one long sequence on 2 threads
+/// gains least), while 8-bit rows (half as long) and head-major pages gain nothing. Either
+/// way a multiple of it divides every split chunk.
 template <class KV>
 std::size_t decode_step(const batch_plan& plan, const paged_kv<const KV>& kv) noexcept {
     const bool halve = plan.options().kv_block == 0 && plan.decode_heads() > 1 && kv.layout() == kv_layout::nhd &&
