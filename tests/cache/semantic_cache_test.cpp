@@ -82,6 +82,21 @@ TEST(SemanticCache, AnEmbeddingDimensionNoVectorCouldHoldIsNamed) {
     EXPECT_NE(msg.find("embedding dimension 4611686018427387904 is outside [1, 1048576]"), std::string::npos) << msg;
 }
 
+TEST(SemanticCache, AnEmbeddingOfAnotherSizeOrNoDirectionIsRefusedOnEveryPath) {
+    std::mt19937 rng(3);
+    frugal::cache::semantic_cache<std::string> bank(4, 8, 0.9);
+    bank.insert("known", random_vector(rng, 8));
+    // "known" is found by its text, before the index is asked: the embedding is checked anyway.
+    const std::string msg = frugal::testing::error_of([&] { (void)bank.lookup("known", std::vector<float>(7, 1.0f)); });
+    EXPECT_NE(msg.find("semantic_cache::lookup: the embedding has 7 values, the bank's dimension is 8"), std::string::npos)
+        << msg;
+    EXPECT_THROW((void)bank.lookup("known", std::vector<float>(8, NAN)), frugal::invalid_argument);
+    EXPECT_NE(frugal::testing::error_of([&] { bank.insert("new", std::vector<float>(9, 1.0f)); })
+                  .find("semantic_cache::insert: the embedding has 9 values"),
+              std::string::npos);
+    EXPECT_EQ(bank.size(), 1u);
+}
+
 TEST(SemanticCache, ExactTextTauAndEviction) {
     std::mt19937 rng(2);
     frugal::cache::semantic_cache<std::string> bank(3, 8, 0.99);

@@ -138,11 +138,11 @@ public:
     /// The entry with the same text, else the most similar one if its cosine >= tau; a hit
     /// counts as an access for the eviction policy.
     [[nodiscard]] std::optional<hit> lookup(std::string_view query, std::span<const float> embedding) {
+        normalize(embedding, "lookup");  // checked on the exact-text path too
         if (auto it = by_text_.find(std::string(query)); it != by_text_.end()) {
             const entry_type* e = entries_.get(it->second);
             return hit{it->second, e, 1.0f, true};
         }
-        retrieve::normalize_into(embedding, unit_);
         const auto best = index_.nearest(unit_);
         if (!best || best->similarity < tau_) {
             ++misses_;
@@ -159,7 +159,7 @@ public:
     std::optional<entry_id> insert(std::string query, std::span<const float> embedding,
                                    std::optional<Answer> answer = std::nullopt, std::vector<ChunkId> chunks = {},
                                    float refresh_floor = std::numeric_limits<float>::infinity()) {
-        retrieve::normalize_into(embedding, unit_);
+        normalize(embedding, "insert");
         if (auto it = by_text_.find(query); it != by_text_.end()) entries_.erase(it->second);
         const std::size_t slot = take_slot();
         index_.store(slot, unit_);
@@ -423,6 +423,13 @@ private:
         entries_.set_eviction_callback([this](const entry_id&, entry_type& e, eviction_reason why) {
             if (why != eviction_reason::replaced && why != eviction_reason::destroyed) forget(e);
         });
+    }
+    // `embedding` as a unit vector in unit_; one of another size, or of no direction (zero,
+    // NaN, infinite), is refused naming the call.
+    void normalize(std::span<const float> embedding, const char* who) {
+        FRUGAL_CHECK(embedding.size() == unit_.size(), "semantic_cache::", who, ": the embedding has ", embedding.size(),
+                     " values, the bank's dimension is ", unit_.size());
+        retrieve::normalize_into(embedding, unit_);
     }
     std::size_t take_slot() {
         if (free_slots_.empty()) return next_slot_++;
