@@ -1,6 +1,5 @@
 // frugal.cache: the eviction policies over int or bytes keys and Python values (one
-// template, one line per policy), the prefix tree of chunk sequences and the semantic cache
-// over numpy embeddings.
+// template, one line per policy) and the prefix tree of chunk sequences.
 
 #include <algorithm>
 #include <array>
@@ -29,7 +28,6 @@
 #include <frugal/cache/sieve_policy.hpp>
 #include <frugal/cache/two_queue_policy.hpp>
 #include <frugal/cache/prefix_tree.hpp>
-#include <frugal/cache/semantic_cache.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
 #include "cache.hpp"
@@ -772,155 +770,14 @@ prefix tree keyed by them matches at page granularity.
     with tree.match(keys) as m: ...)doc");
 }
 
-// ---- semantic cache -------------------------------------------------------------------
-
-using semantic = cache::semantic_cache<std::string, std::uint32_t>;
-
-struct py_semantic {
-    py_semantic(std::optional<std::size_t> capacity, std::optional<std::size_t> budget, std::size_t dim, double tau)
-        : bank(make(capacity, budget, dim, tau)) {}
-    static semantic make(std::optional<std::size_t> capacity, std::optional<std::size_t> budget, std::size_t dim, double tau) {
-        FRUGAL_CHECK(capacity.has_value() != budget.has_value(),
-                     "SemanticCache: give exactly one of capacity (entries) and budget_bytes");
-        if (capacity) return semantic(*capacity, dim, tau);
-        return semantic(memory_budget(*budget), dim, tau);
-    }
-    semantic bank;
-    busy_flag busy;
-};
-
-/// An entry of the QA bank as Python reads it (SemanticEntry), and a lookup's hit (SemanticHit).
-struct semantic_entry {
-    semantic_entry(std::uint64_t i, const semantic::entry_type& e)
-        : id(i), query(e.query), answer(e.answer), chunks(copy_out(std::span<const std::uint32_t>(e.chunks))),
-          refresh_floor(e.refresh_floor) {}
-    std::uint64_t id;
-    std::string query;
-    std::optional<std::string> answer;
-    py::object chunks;
-    float refresh_floor;
-};
-struct semantic_hit : semantic_entry {
-    semantic_hit(std::uint64_t i, const semantic::entry_type& e, float s, bool x) : semantic_entry(i, e), similarity(s), exact(x) {}
-    float similarity;
-    bool exact;
-};
-
-void bind_semantic(py::module_& m) {
-    using E = semantic_entry;
-    using H = semantic_hit;
-    const char* entry_doc = "The query's id.";
-    bind_result<E>(m, "SemanticEntry", "An entry of a SemanticCache (from find()).\n\n"
-                   "    if (e := bank.find(entry_id)) is not None and e.answer is None: answer_later(e.query)",
-                   old_form::dict,
-                   result_field{"id", &E::id, entry_doc}, result_field{"query", &E::query},
-                   result_field{"answer", &E::answer, "None until set_answer()."},
-                   result_field{"chunks", &E::chunks, "The knowledge chunks it used (uint32 array)."},
-                   result_field{"refresh_floor", &E::refresh_floor});
-    bind_result<H>(m, "SemanticHit",
-                   "A SemanticCache lookup's hit: the entry, its similarity and whether the text was equal.\n\n"
-                   "    if (hit := bank.lookup(text, embedding)) is not None and hit.answer is not None: "
-                   "return hit.answer",
-                   old_form::dict, result_field{"id", &H::id, entry_doc}, result_field{"query", &H::query},
-                   result_field{"answer", &H::answer, "None until set_answer()."},
-                   result_field{"chunks", &H::chunks, "The knowledge chunks it used (uint32 array)."},
-                   result_field{"refresh_floor", &H::refresh_floor},
-                   result_field{"similarity", &H::similarity, "Cosine similarity of the embeddings."},
-                   result_field{"exact", &H::exact, "Whether the query text was equal."});
-    py::class_<py_semantic>(m, "SemanticCache", R"doc(
-PerCache's QA bank: a lookup returns the stored query with the same text, else the most
-similar one when its cosine similarity is at least tau. Capacity in entries (capacity=) or
-bytes (budget_bytes=: embeddings, queries, answers, chunk ids); LRU eviction.
-
-    bank = SemanticCache(dim=384, tau=0.9, budget_bytes=64 << 20)
-    hit = bank.lookup(text, embedding)          # embedding: float32 array of dim values
-    if hit is None or hit.answer is None:
-        entry_id = bank.insert(text, embedding)  # answered later: bank.set_answer(entry_id, reply)
-)doc")
-        .def(py::init<std::optional<std::size_t>, std::optional<std::size_t>, std::size_t, double>(), py::kw_only(),
-             py::arg("capacity") = py::none(), py::arg("budget_bytes") = py::none(), py::arg("dim"), py::arg("tau"))
-        .def("lookup",
-             [](py_semantic& s, const std::string& query, py::handle embedding) -> py::object {
-                 const array_view<float> e(embedding, "embedding");
-                 busy_flag::guard g(s.busy, "SemanticCache.lookup");
-                 const auto hit = [&] {
-                     py::gil_scoped_release release;
-                     return s.bank.lookup(query, e.span());
-                 }();
-                 if (!hit) return py::none();
-                 return py::cast(semantic_hit(hit->id, *hit->entry, hit->similarity, hit->exact));
-             },
-             py::arg("query"), py::arg("embedding"),
-             "The hit, a SemanticHit (id, query, answer, chunks, refresh_floor, similarity, exact), or None.")
-        .def("insert",
-             [](py_semantic& s, std::string query, py::handle embedding, std::optional<std::string> answer,
-                py::object chunks, float refresh_floor) -> std::optional<std::uint64_t> {
-                 const array_view<float> e(embedding, "embedding");
-                 std::vector<std::uint32_t> ids;
-                 if (!chunks.is_none()) {
-                     const array_view<std::uint32_t> c(chunks, "chunks");
-                     ids.assign(c.data(), c.data() + c.size());
-                 }
-                 return without_gil(s.busy, "SemanticCache.insert", [&] {
-                     return s.bank.insert(std::move(query), e.span(), std::move(answer), std::move(ids), refresh_floor);
-                 });
-             },
-             py::arg("query"), py::arg("embedding"), py::arg("answer") = py::none(), py::kw_only(),
-             py::arg("chunks") = py::none(), py::arg("refresh_floor") = std::numeric_limits<float>::infinity(),
-             "Adds a query (or replaces the entry with the same text); returns its id, or None when refused.")
-        .def("set_answer",
-             [](py_semantic& s, std::uint64_t id, std::string answer) {
-                 busy_flag::guard g(s.busy, "SemanticCache.set_answer");
-                 return s.bank.set_answer(id, std::move(answer));
-             },
-             py::arg("id"), py::arg("answer"), "Records the answer of entry `id`; False when it was evicted or no longer fits.")
-        .def("find",
-             [](py_semantic& s, std::uint64_t id) -> py::object {
-                 busy_flag::guard g(s.busy, "SemanticCache.find");
-                 const auto* e = s.bank.find(id);
-                 return e == nullptr ? py::object(py::none()) : py::cast(semantic_entry(id, *e));
-             },
-             py::arg("id"), "Entry `id` (a SemanticEntry) without counting an access, or None.")
-        .def("erase",
-             [](py_semantic& s, std::uint64_t id) {
-                 busy_flag::guard g(s.busy, "SemanticCache.erase");
-                 return s.bank.erase(id);
-             },
-             py::arg("id"))
-        .def("__contains__",
-             [](py_semantic& s, std::uint64_t id) {
-                 busy_flag::guard g(s.busy, "SemanticCache.__contains__");
-                 return s.bank.find(id) != nullptr;
-             },
-             py::arg("id"))
-        .def("__len__", [](py_semantic& s) { return with_busy(s.busy, "SemanticCache.__len__", [&] { return s.bank.size(); }); })
-        .def_property(
-            "tau", [](py_semantic& s) { return with_busy(s.busy, "SemanticCache.tau", [&] { return s.bank.tau(); }); },
-            [](py_semantic& s, double tau) { with_busy(s.busy, "SemanticCache.tau", [&] { s.bank.set_tau(tau); }); },
-            "The similarity threshold in [-1, 1].")
-        .def_property_readonly("dim", [](const py_semantic& s) { return s.bank.dim(); })  // fixed at construction
-        .def_property_readonly("weight", [](py_semantic& s) {
-            return with_busy(s.busy, "SemanticCache.weight", [&] { return s.bank.weight(); });
-        })
-        .def_property_readonly("capacity", [](py_semantic& s) {
-            return with_busy(s.busy, "SemanticCache.capacity", [&] { return s.bank.capacity(); });
-        })
-        .def_property_readonly("misses", [](py_semantic& s) {
-            return with_busy(s.busy, "SemanticCache.misses", [&] { return s.bank.misses(); });
-        })
-        .def_property_readonly("stats", [](py_semantic& s) {
-            return with_busy(s.busy, "SemanticCache.stats", [&] { return s.bank.stats(); });
-        });
-}
-
 }  // namespace
 
 void bind_cache(py::module_ m) {
     bind_policies(m);
     bind_prefix_tree(m);
     bind_page_keys(m);
-    bind_semantic(m);
     bind_tiers(m);
+    bind_semantic(m);
 }
 
 }  // namespace frugal::python

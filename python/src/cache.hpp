@@ -1,6 +1,6 @@
 #pragma once
-// What the two binding files of `frugal.cache` share: cache.cpp binds the caches, the prefix
-// tree and the semantic cache; tier.cpp the tiers below memory and the tiered prefix tree.
+// What the binding files of `frugal.cache` share: cache.cpp binds the caches and the prefix
+// tree; tier.cpp the tiers below memory and the tiered prefix tree; semantic.cpp the QA banks.
 
 #include <cstddef>
 
@@ -18,5 +18,8 @@ struct insert_outcome {
 /// Binds DiskTier, RedisTier (with hiredis), TierNamespace, chunk_keys and TieredPrefixTree
 /// (tier.cpp), after InsertResult.
 void bind_tiers(py::module_& m);
+
+/// Binds SemanticCache and TieredSemanticCache (semantic.cpp), after the tiers.
+void bind_semantic(py::module_& m);
 
 }  // namespace frugal::python

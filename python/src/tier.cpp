@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <memory>
 #include <span>
@@ -17,14 +16,10 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
-#include <frugal/cache/disk_tier.hpp>
-#include <frugal/cache/tier.hpp>
 #include <frugal/cache/tiered_prefix_tree.hpp>
-#ifdef FRUGAL_PYTHON_HAVE_REDIS
-#include <frugal/backend/redis/redis_tier.hpp>
-#endif
 
 #include "cache.hpp"
+#include "tier.hpp"
 
 namespace frugal::python {
 namespace {
@@ -45,15 +40,6 @@ std::vector<cache::tier_key> keys_of(py::handle keys) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = {k.span()[2 * i], k.span()[2 * i + 1]};
     return out;
 }
-
-// A tier behind a busy flag: one thread at a time, the GIL released around its I/O.
-template <class Tier>
-struct py_tier {
-    template <class... Args>
-    explicit py_tier(Args&&... args) : tier(std::forward<Args>(args)...) {}
-    Tier tier;
-    busy_flag busy;
-};
 
 template <class Tier>
 void bind_tier_methods(py::class_<py_tier<Tier>>& cls, const char* name) {
@@ -99,32 +85,6 @@ void bind_tier_methods(py::class_<py_tier<Tier>>& cls, const char* name) {
             return with_busy(t.busy, (n + ".stats").c_str(), [&] { return t.tier.stats(); });
         });
 }
-
-// Either Python tier as a kv_tier: the tiered tree's calls hold the tier's busy flag for
-// their whole length (tiered_tree::use), so these calls do not take it again.
-class any_tier {
-public:
-    template <class Tier>
-    explicit any_tier(py_tier<Tier>& t)
-        : busy_(&t.busy),
-          exists_([&t](std::span<const cache::tier_key> k) { return t.tier.exists_prefix(k); }),
-          get_([&t](std::span<const cache::tier_key> k, std::span<const std::span<std::byte>> out) { return t.tier.get(k, out); }),
-          put_([&t](std::span<const cache::tier_key> k, std::span<const std::span<const std::byte>> v) { t.tier.put(k, v); }),
-          stats_([&t] { return t.tier.stats(); }) {}
-    std::size_t exists_prefix(std::span<const cache::tier_key> k) { return exists_(k); }
-    std::size_t get(std::span<const cache::tier_key> k, std::span<const std::span<std::byte>> out) { return get_(k, out); }
-    void put(std::span<const cache::tier_key> k, std::span<const std::span<const std::byte>> v) { put_(k, v); }
-    [[nodiscard]] cache::tier_stats stats() const { return stats_(); }
-    [[nodiscard]] busy_flag& busy() const noexcept { return *busy_; }
-
-private:
-    busy_flag* busy_;
-    std::function<std::size_t(std::span<const cache::tier_key>)> exists_;
-    std::function<std::size_t(std::span<const cache::tier_key>, std::span<const std::span<std::byte>>)> get_;
-    std::function<void(std::span<const cache::tier_key>, std::span<const std::span<const std::byte>>)> put_;
-    std::function<cache::tier_stats()> stats_;
-};
-static_assert(cache::kv_tier<any_tier>);
 
 // The rows of the caller's (n, page_bytes) uint8 array as a page_pool (row numbers as
 // handles). Rows lent to Python (allocate) are marked until inserted or given back, so that
@@ -265,15 +225,8 @@ pages array and a lock on the prefix memory held; dropping it unmatched gives th
 )doc")
         .def(
             "load",
-            [](tiered_prefetch& p, py::object reader) {
-                if (py::isinstance<py_tier<cache::disk_tier<>>>(reader))
-                    return load_through(p, reader.cast<py_tier<cache::disk_tier<>>&>());
-#ifdef FRUGAL_PYTHON_HAVE_REDIS
-                if (py::isinstance<py_tier<cache::redis_tier>>(reader))
-                    return load_through(p, reader.cast<py_tier<cache::redis_tier>&>());
-#endif
-                throw py::type_error("TieredPrefetch.load: reader must be a DiskTier or RedisTier, got " +
-                                     py::str(py::type::of(reader)).cast<std::string>());
+            [](tiered_prefetch& p, py::handle reader) {
+                visit_tier(reader, "TieredPrefetch.load", "reader", [&](auto& r) { load_through(p, r); });
             },
             py::arg("reader"),
             "Loads the ticket's pages from `reader` (a tier object no other thread uses meanwhile, on the tree's "
@@ -312,14 +265,8 @@ evicts them, at flush() or when the tree goes (write="back"). One thread at a ti
                  const std::size_t bytes = budget.value_or(view.shape(0) * view.shape(1));
                  const T::tree_type::options opt{.write = write == "back" ? cache::write_policy::back : cache::write_policy::through,
                                                  .max_pages_per_match = max_pages};
-                 if (py::isinstance<py_tier<cache::disk_tier<>>>(tier))
-                     return std::make_unique<T>(tier, tier.cast<py_tier<cache::disk_tier<>>&>(), view, bytes, ns, opt);
-#ifdef FRUGAL_PYTHON_HAVE_REDIS
-                 if (py::isinstance<py_tier<cache::redis_tier>>(tier))
-                     return std::make_unique<T>(tier, tier.cast<py_tier<cache::redis_tier>&>(), view, bytes, ns, opt);
-#endif
-                 throw py::type_error("TieredPrefixTree: tier must be a DiskTier or RedisTier, got " +
-                                      py::str(py::type::of(tier)).cast<std::string>());
+                 return visit_tier(tier, "TieredPrefixTree", "tier",
+                                   [&](auto& t) { return std::make_unique<T>(tier, t, view, bytes, ns, opt); });
              }),
              py::arg("tier"), py::arg("pages"), py::arg("namespace"), py::kw_only(), py::arg("budget_bytes") = py::none(),
              py::arg("write") = "through", py::arg("max_pages_per_match") = 128)

@@ -287,6 +287,32 @@ def semantic_case():
     return FLAGGED, s, members(s, calls)
 
 
+def tiered_semantic_case():
+    tier = cache.DiskTier(path_of("answers"), TIER_NS, byte_budget=1 << 20)
+    s = cache.TieredSemanticCache(tier, TIER_NS, capacity=16, dim=8, tau=0.5)
+    embeddings = np.random.default_rng(3).standard_normal((24, 8)).astype(np.float32)
+
+    def pick():
+        return random.randrange(len(embeddings))
+
+    calls = {"__contains__": lambda: pick() in s, "__len__": lambda: len(s), "erase": lambda: s.erase(pick()),
+             "find": lambda: s.find(pick()),
+             "insert": lambda: (lambda i: s.insert(f"q{i}", embeddings[i], f"a{i}"))(pick()),
+             "lookup": lambda: (lambda i: s.lookup(f"q{i}", embeddings[i]))(pick()),
+             "set_answer": lambda: s.set_answer(pick(), "a"), "tau": lambda: setattr(s, "tau", s.tau),
+             "restore": s.restore, "tier.stats": lambda: tier.stats,  # the tier, which the bank's I/O holds
+             "_properties": ("capacity", "dim", "misses", "stats", "tiered_stats", "weight")}
+    return FLAGGED, s, members(s, calls)
+
+
+def tiered_answer_stats_case():
+    s = cache.TieredSemanticCache(cache.DiskTier(path_of("answer-stats"), TIER_NS, byte_budget=1 << 20), TIER_NS,
+                                  capacity=4, dim=2, tau=0.5)
+    s.insert("q", np.array([1, 0], np.float32), "a")
+    r = s.tiered_stats
+    return SHARED, r, members(r, {"_properties": ("tier_hits", "writes", "write_failures", "refused")})
+
+
 PROMPT = np.array([5, 6, 7, 8, 5, 6, 7, 9, 5, 6], np.int32)
 
 
@@ -761,6 +787,8 @@ CASES = {
     "frugal.cache.TieredMatch": tiered_match_case,
     "frugal.cache.TieredPrefetch": tiered_prefetch_case,
     "frugal.cache.TieredStats": tiered_stats_case,
+    "frugal.cache.TieredSemanticCache": tiered_semantic_case,
+    "frugal.cache.TieredAnswerStats": tiered_answer_stats_case,
     "frugal.draft.Drafter": drafter_case,
     "frugal.draft.DrafterConfig": drafter_config_case,
     "frugal.draft.DraftTree": lambda: draft_result_case(packed=False),
@@ -1037,6 +1065,16 @@ def test_semantic_cache_tau_and_reads_take_the_busy_flag(probe):
     probes = {"tau": lambda: setattr(s, "tau", 0.98), "len": lambda: len(s), "weight": lambda: s.weight,
               "misses": lambda: s.misses, "stats": lambda: s.stats}
     assert busy_is_seen(lambda: s.lookup("new", query), probes[probe])
+
+
+def test_tiered_semantic_cache_holds_its_tier_while_it_reads_it(tmp_path):
+    tier = cache.DiskTier(tmp_path, TIER_NS, byte_budget=1 << 24)
+    bank = cache.TieredSemanticCache(tier, TIER_NS, capacity=4000, dim=64, tau=0.99)
+    embeddings = np.random.default_rng(8).standard_normal((400, 64)).astype(np.float32)
+    for i, e in enumerate(embeddings):
+        bank.insert(str(i), e, "answer")
+    assert busy_is_seen(bank.restore, lambda: tier.stats)  # 400 files read without the GIL
+    assert busy_is_seen(bank.restore, lambda: len(bank))
 
 
 @pytest.mark.parametrize("probe", ["k_max", "len"])

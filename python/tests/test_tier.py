@@ -204,3 +204,104 @@ with tree.match(keys) as hit:
     with tree.match(keys) as hit:
         assert len(hit) == 12 and hit.from_tier == 12
         np.testing.assert_array_equal(pages[hit.pages], pages_for(keys, 1024))
+
+
+# ---- the QA bank over a tier ----------------------------------------------------------
+
+ANSWERS = cache.TierNamespace("test-embed", "f32", "answers", page_tokens=1)
+
+
+def answers_bank(tier, dim, **size):
+    return cache.TieredSemanticCache(tier, ANSWERS, dim=dim, tau=0.9, **(size or {"capacity": 100}))
+
+
+def nearest_answered(embeddings, answered, query, tau):
+    """The oracle: the id of the answered embedding most similar to `query` (cosine in float64,
+    brute force) when at least tau, else None; "borderline" within float32's rounding of tau."""
+    ids = sorted(answered)
+    e = embeddings[ids].astype(np.float64)
+    q = query.astype(np.float64)
+    sims = e @ q / (np.linalg.norm(e, axis=1) * np.linalg.norm(q))
+    best = int(np.argmax(sims))
+    if abs(sims[best] - tau) < 1e-5 or np.sort(sims)[-2] > sims[best] - 1e-5:
+        return "borderline"
+    return ids[best] if sims[best] >= tau else None
+
+
+def test_tiered_semantic_caches_share_answers_through_a_disk_tier(tmp_path, rng):
+    dim = 32
+    embeddings = rng.standard_normal((40, dim)).astype(np.float32)
+    writer = answers_bank(cache.DiskTier(tmp_path, ANSWERS, byte_budget=1 << 20), dim)
+    for i in range(30):
+        writer.insert(f"q{i}", embeddings[i], f"a{i}" if i < 24 else None)  # 6 wait for their answers
+    assert writer.set_answer(writer.lookup("q25", embeddings[25]).id, "a25")
+    answered = set(range(24)) | {25}
+    assert writer.tiered_stats.writes == len(answered)
+
+    reader = answers_bank(cache.DiskTier(tmp_path, ANSWERS, byte_budget=1 << 20), dim, budget_bytes=1 << 20)
+    hit = reader.lookup("q7", embeddings[39])  # memory is empty: the tier answers the exact text
+    assert (hit.query, hit.answer, hit.exact) == ("q7", "a7", True)
+    assert reader.lookup("q26", embeddings[26]) is None  # never answered: never written
+    assert reader.lookup("q8, rephrased", embeddings[8]) is None  # similar, not equal: memory's index only
+    assert reader.tiered_stats.tier_hits == 1 and len(reader) == 1
+    assert reader.restore() == len(answered) and len(reader) == len(answered)
+    found = 0
+    for _ in range(60):  # after restore the index finds what brute force finds
+        i = int(rng.integers(0, 40))
+        query = embeddings[i] + rng.normal(0, 0.25, dim).astype(np.float32)
+        want = nearest_answered(embeddings, answered, query, reader.tau)
+        if want == "borderline":
+            continue
+        hit = reader.lookup(f"new {i}", query)
+        assert (None if hit is None else int(hit.query[1:])) == want, (i, hit)
+        assert hit is None or hit.answer == f"a{want}"
+        found += hit is not None
+    assert found >= 20
+    # erase() forgets memory's entry only: the exact text comes back from the tier.
+    assert reader.erase(reader.lookup("q3", embeddings[3]).id)
+    assert reader.lookup("q3", embeddings[3]).answer == "a3" and reader.tiered_stats.tier_hits == 2
+
+
+def test_a_restarted_bank_keeps_its_size_and_refuses_records_of_another_dimension(tmp_path, rng):
+    embeddings = rng.standard_normal((12, 16)).astype(np.float32)
+    first = answers_bank(cache.DiskTier(tmp_path, ANSWERS, byte_budget=1 << 20), 16)
+    for i in range(12):
+        first.insert(f"q{i}", embeddings[i], f"a{i}")
+    del first
+    small = answers_bank(cache.DiskTier(tmp_path, ANSWERS, byte_budget=1 << 20), 16, capacity=5)
+    assert small.restore() == 12 and len(small) == 5  # memory keeps what its size allows
+    assert all(small.lookup(f"q{i}", embeddings[i]).answer == f"a{i}" for i in range(12))  # the tier the rest
+    wide = answers_bank(cache.DiskTier(tmp_path, ANSWERS, byte_budget=1 << 20), 32)
+    assert wide.restore() == 0 and wide.tiered_stats.refused == 12
+    assert wide.lookup("q3", np.ones(32, np.float32)) is None and wide.tiered_stats.refused == 13
+    tier = cache.DiskTier(tmp_path, ANSWERS, byte_budget=1 << 20)
+    with pytest.raises(TypeError, match="TieredSemanticCache: tier must be a DiskTier or RedisTier"):
+        cache.TieredSemanticCache(object(), ANSWERS, capacity=4, dim=16, tau=0.9)
+    with pytest.raises(frugal.InvalidArgumentError, match="exactly one of capacity"):
+        cache.TieredSemanticCache(tier, ANSWERS, capacity=4, budget_bytes=1 << 10, dim=16, tau=0.9)
+    with pytest.raises(frugal.InvalidArgumentError, match="the embedding has 15 values, the bank's dimension is 16"):
+        small.lookup("q1", embeddings[1][:15])  # found by its text, checked all the same
+    with pytest.raises(frugal.InvalidArgumentError, match="no direction"):
+        small.insert("q1", np.full(16, np.nan, np.float32), "a1")
+
+
+def test_tiered_semantic_caches_in_two_processes_share_a_redis_server(redis_port):
+    port, _ = redis_port
+    code = f"""
+import numpy as np
+from frugal import cache
+ns = cache.TierNamespace("test-embed", "f32", "answers", page_tokens=1)
+bank = cache.TieredSemanticCache(cache.RedisTier(ns, port={port}), ns, capacity=100, dim=16, tau=0.9)
+embeddings = np.random.default_rng(7).standard_normal((10, 16)).astype(np.float32)
+for i in range(10):
+    bank.insert(f"q{{i}}", embeddings[i], f"answer {{i}}")
+assert bank.tiered_stats.writes == 10
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ))
+    embeddings = np.random.default_rng(7).standard_normal((10, 16)).astype(np.float32)
+    bank = cache.TieredSemanticCache(cache.RedisTier(ANSWERS, port=port), ANSWERS, capacity=100, dim=16, tau=0.9)
+    assert bank.lookup("q4", embeddings[0]).answer == "answer 4"  # by its text, from the server
+    assert bank.restore() == 10
+    for i in range(10):
+        hit = bank.lookup(f"q{i} again", embeddings[i] * 2)  # the same direction, another text
+        assert (hit.query, hit.answer, hit.exact) == (f"q{i}", f"answer {i}", False)
