@@ -28,6 +28,7 @@
 #include <frugal/cache/two_queue_policy.hpp>
 #include <frugal/cache/wtinylfu_policy.hpp>
 
+#include "cache_qa.hpp"
 #include "cache_tier.hpp"
 #include "cache_trace.hpp"
 #include "harness.hpp"
@@ -337,10 +338,21 @@ public:
         app.add_option("--edits", tier_edits_, "files of the code-edits workload with --tier")
             ->check(CLI::PositiveNumber)
             ->capture_default_str();
+        app.add_flag("--qa-bank", qa_bank_,
+                     "the QA bank's lookup (semantic cache) against FAISS's IndexFlatIP, by bank size");
+        app.add_option("--qa-entries", qa_.entries, "bank sizes with --qa-bank (comma-separated)")
+            ->delimiter(',')
+            ->check(CLI::PositiveNumber)
+            ->capture_default_str();
+        app.add_option("--qa-dim", qa_.dim, "embedding dimension with --qa-bank")->check(CLI::PositiveNumber)->capture_default_str();
         app.add_option("--data", tier_data_, "token file (.tok) of the --tier workload (default: the bundled file "
                                              "when present, else generated)");
     }
     int run(result_sink& sink) override {
+        if (qa_bank_) {
+            for (auto& r : qa_records(qa_)) sink.add(std::move(r));
+            return 0;
+        }
         if (!tier_name_.empty()) {
             tier_.tier = tier_name_;
             for (auto& r : run_tier()) sink.add(std::move(r));
@@ -411,6 +423,7 @@ public:
                            .filter = {{"trace", "zipf"}}});
         add_headlines(s, runs, used);
         add_tier_runs(s, ctx);
+        add_qa_runs(s, ctx);
         s.tables.push_back({.title = "Hit ratio by trace and capacity",
                             .columns = {"trace", "policy", "capacity", "requests", "hit_ratio", "byte_hit_ratio"},
                             .filter = {{"kind", "curve"}}});
@@ -550,6 +563,31 @@ private:
                    "checked byte for byte (`wrong_pages`).";
     }
 
+    // The QA bank's lookup by bank size against FAISS's IndexFlatIP.
+    static void add_qa_runs(report_section& s, const report_context& ctx) {
+        qa_bench_settings q;
+        if (ctx.quick) q.entries = {500, 2000}, q.queries = 20;
+        for (auto& r : qa_records(q)) s.records.push_back(std::move(r));
+        const std::size_t largest = q.entries.back();
+        for (const char* impl : {"frugal-reference", "frugal-eigen"})
+            if (auto v = find_number(s.records, {{"kind", "qa-bank"}, {"impl", impl}, {"entries", largest}}, "time_ratio"))
+                s.headlines.push_back(untargeted(std::string("QA bank lookup, ") + std::to_string(largest) + " x " +
+                                                     std::to_string(q.dim) + ", " + impl + ": time",
+                                                 *v, "FAISS IndexFlatIP"));
+        s.tables.push_back({.title = "QA bank lookup against FAISS IndexFlatIP (`frugal-bench cache --qa-bank`)",
+                            .columns = {"impl", "entries", "dim", "lookup_us", "time_ratio", "agreement", "roofline_ratio"},
+                            .filter = {{"kind", "qa-bank"}}});
+        s.plots.push_back({.file = "cache_qa_bank.png", .title = "QA bank lookup by bank size (dim 384, one thread)",
+                           .x = "entries", .y = "lookup_us", .series = "impl", .xlabel = "entries",
+                           .ylabel = "us per lookup", .logx = true, .logy = true, .filter = {{"kind", "qa-bank"}}});
+        s.notes += " QA bank: random unit embeddings of 384 values; half the queries are a stored entry with noise "
+                   "(cosine about 0.95, hits at tau 0.9), half fresh directions (misses), each by the similarity "
+                   "path; `time_ratio` is the lookup's time over FAISS IndexFlatIP's (one query a call, one "
+                   "thread; Debian's libfaiss, a build without its AVX2 kernels), `agreement` the share of queries "
+                   "whose hit or miss and entry equal FAISS's top-1, `roofline_ratio` a streaming read of the "
+                   "bank's embedding bytes over the lookup.";
+    }
+
     static std::vector<testing::token_record> generated_conversations(std::size_t n, std::uint32_t seed) {
         std::mt19937 rng(seed);
         std::vector<testing::token_record> data;
@@ -615,6 +653,8 @@ private:
     tier_bench_settings tier_;  // its `tier` is set from --tier when given
     std::string tier_data_, tier_name_, tier_workload_ = "all";
     std::size_t tier_edits_ = 16;
+    bool qa_bank_ = false;
+    qa_bench_settings qa_;
 };
 
 FRUGAL_BENCH_COMMAND(cache_command);
