@@ -3,6 +3,7 @@
 // processes and keeps across restarts. One binding of the methods they share.
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include <frugal/backend/eigen/similarity_scan.hpp>
 #include <frugal/cache/semantic_cache.hpp>
@@ -105,7 +107,8 @@ void bind_semantic_results(py::module_& m) {
 }
 
 /// The methods SemanticCache and TieredSemanticCache share (`name` is the class's): lookup,
-/// insert and set_answer through the bank (the GIL released), the rest on memory.
+/// insert and set_answer through the bank (the GIL released), the rest on memory (a tiered
+/// bank's save and load too: its tier keeps its own records).
 template <class S>
 void bind_bank_methods(py::class_<S>& cls, const std::string& name) {
     const std::string n = name + ".";
@@ -176,7 +179,17 @@ void bind_bank_methods(py::class_<S>& cls, const std::string& name) {
         })
         .def_property_readonly("stats", [n](S& s) {
             return with_busy(s.busy, (n + "stats").c_str(), [&] { return s.memory().stats(); });
-        });
+        })
+        .def("save",
+             [n](S& s, const std::filesystem::path& p) { without_gil(s.busy, (n + "save").c_str(), [&] { s.memory().save(p); }); },
+             py::arg("path"),
+             "Writes memory's entries (query, answer, chunks, refresh floor, unit embedding) crash-safely "
+             "(temporary file, fsync, rename); recency is not kept.")
+        .def("load",
+             [n](S& s, const std::filesystem::path& p) { without_gil(s.busy, (n + "load").c_str(), [&] { s.memory().load(p); }); },
+             py::arg("path"),
+             "Replaces memory's entries with a saved bank's, after validating the whole file (a damaged file or "
+             "another dimension raises and leaves the bank unchanged).");
 }
 
 void bind_semantic_cache(py::module_& m) {

@@ -596,6 +596,32 @@ def test_semantic_cache_against_numpy_cosine(rng):
     assert repr(bank.find(ids[5])).startswith(f"SemanticEntry(id={ids[5]}, query='q5', answer='a5', chunks=array(")
 
 
+def test_semantic_cache_saves_and_loads_what_it_holds_and_refuses_a_damaged_file(rng, tmp_path):
+    dim = 24
+    vectors = rng.normal(size=(30, dim)).astype(np.float32)
+    bank = cache.SemanticCache(capacity=100, dim=dim, tau=0.9)
+    for i in range(30):
+        bank.insert(f"q{i}", vectors[i], answer=f"a{i}" if i % 3 else None, chunks=np.array([i, i + 1], np.uint32))
+    path = tmp_path / "qa.bank"
+    bank.save(path)
+    copy = cache.SemanticCache(budget_bytes=1 << 20, dim=dim, tau=0.9)
+    copy.load(path)
+    assert len(copy) == 30
+    for i in range(30):  # each entry as saved, found by its text and by its direction
+        exact, near = copy.lookup(f"q{i}", vectors[i]), copy.lookup(f"near {i}", vectors[i] * 3)
+        assert (exact.answer, exact.chunks.tolist()) == ((f"a{i}" if i % 3 else None), [i, i + 1])
+        assert near.query == f"q{i}" and near.similarity == pytest.approx(1.0, abs=1e-6)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    with pytest.raises(frugal.RuntimeFailureError, match="semantic_cache::load"):
+        copy.load(path)
+    assert len(copy) == 30 and copy.lookup("q4", vectors[4]).answer == "a4"  # unchanged
+    bank.save(path)
+    with pytest.raises(frugal.RuntimeFailureError, match="has dimension"):
+        cache.SemanticCache(capacity=4, dim=dim + 1, tau=0.9).load(path)
+
+
 def test_semantic_cache_capacity_and_answers(rng):
     bank = cache.SemanticCache(capacity=3, dim=4, tau=0.99)
     ids = [bank.insert(f"q{i}", np.eye(4, dtype=np.float32)[i % 4] + i) for i in range(4)]

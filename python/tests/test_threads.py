@@ -271,6 +271,14 @@ def tiered_insert_case():
     return result_case(serve())
 
 
+def saved_bank(bank, name):
+    """A file this thread saved from `bank` (a load of it raises the busy error, never a missing file)."""
+    path = path_of(name)
+    if not os.path.exists(path):
+        bank.save(path)
+    return path
+
+
 def semantic_case():
     rng = np.random.default_rng(2)
     s = cache.SemanticCache(capacity=32, dim=16, tau=0.5)
@@ -283,6 +291,7 @@ def semantic_case():
              "find": lambda: s.find(pick()), "insert": lambda: (lambda i: s.insert(f"q{i}", embeddings[i]))(pick()),
              "lookup": lambda: (lambda i: s.lookup(f"q{i}", embeddings[i]))(pick()),
              "set_answer": lambda: s.set_answer(pick(), "a"), "tau": lambda: setattr(s, "tau", s.tau),
+             "save": lambda: s.save(path_of("bank")), "load": lambda: s.load(saved_bank(s, "bank")),
              "_properties": ("capacity", "dim", "misses", "stats", "weight")}
     return FLAGGED, s, members(s, calls)
 
@@ -301,6 +310,7 @@ def tiered_semantic_case():
              "lookup": lambda: (lambda i: s.lookup(f"q{i}", embeddings[i]))(pick()),
              "set_answer": lambda: s.set_answer(pick(), "a"), "tau": lambda: setattr(s, "tau", s.tau),
              "restore": s.restore, "tier.stats": lambda: tier.stats,  # the tier, which the bank's I/O holds
+             "save": lambda: s.save(path_of("tiered-bank")), "load": lambda: s.load(saved_bank(s, "tiered-bank")),
              "_properties": ("capacity", "dim", "misses", "stats", "tiered_stats", "weight")}
     return FLAGGED, s, members(s, calls)
 
