@@ -77,6 +77,7 @@
 #include "frugal/cache/s3fifo_policy.hpp"
 #include "frugal/cache/semantic_cache.hpp"
 #include "frugal/cache/sharded_cache.hpp"
+#include "frugal/cache/shared_documents.hpp"
 #include "frugal/cache/sieve_policy.hpp"
 #include "frugal/cache/tier.hpp"
 #include "frugal/cache/tiered_prefix_tree.hpp"

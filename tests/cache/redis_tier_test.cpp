@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <random>
 #include <span>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -22,6 +23,7 @@
 
 #include <frugal/backend/redis/redis_tier.hpp>
 #include <frugal/cache/tiered_prefix_tree.hpp>
+#include <frugal/cache/shared_documents.hpp>
 #include <frugal/cache/tiered_semantic_cache.hpp>
 
 #include "frugal_test_errors.hpp"
@@ -339,6 +341,38 @@ TEST(RedisTier, AQABankInAnotherProcessRebuildsFromTheServer) {
         ASSERT_TRUE(h && h->entry->answer) << i;
         EXPECT_EQ(*h->entry->answer, "answer " + std::to_string(i));
     }
+}
+
+TEST(RedisTier, ReplicasInTwoProcessesShareTheirOutputs) {
+    redis_server server;
+    FRUGAL_NEED_SERVER(server);
+    const tier_namespace outputs{.model = "test-1b", .dtype = "tokens", .layout = "outputs", .page_tokens = 1};
+    auto output = [](std::size_t i) {
+        std::vector<int> s(1 + i * 37 % 300);
+        for (std::size_t j = 0; j < s.size(); ++j) s[j] = static_cast<int>((i * 131 + j * 7) % 32000);
+        return s;
+    };
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        redis_tier tier(outputs, on(server));
+        shared_documents<redis_tier, int> shared(tier, outputs);
+        for (std::size_t i = 0; i < 40; ++i) shared.publish(output(i));
+        _exit(shared.stats().published == 40 ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    redis_tier tier(outputs, on(server));
+    shared_documents<redis_tier, int> shared(tier, outputs);
+    shared.publish(output(3));  // this replica's own: never handed back
+    std::set<std::vector<int>> got;
+    EXPECT_EQ(shared.pull([&](std::span<const int> d) { got.emplace(d.begin(), d.end()); }), 39u);
+    std::set<std::vector<int>> want;
+    for (std::size_t i = 0; i < 40; ++i)
+        if (i != 3) want.insert(output(i));
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(shared.pull([](std::span<const int>) {}), 0u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <random>
 #include <string>
@@ -125,6 +126,20 @@ TEST_F(TieredSemanticCache, DamagedForeignOrMisshapenRecordsAreMisses) {
     const auto h = bank.lookup(c.texts[2], c.embeddings[2]);
     ASSERT_TRUE(h && h->entry->answer);
     EXPECT_EQ(*h->entry->answer, c.replies[2]);
+}
+
+TEST_F(TieredSemanticCache, AStorageThatFailsKeepsTheAnswerInMemoryAndCountsTheFailure) {
+    const corpus c(2, 6);
+    disk_tier<> tier(dir, answers, 1 << 20);
+    bank_t bank(tier, answers, std::size_t{10}, dim, 0.95);
+    std::filesystem::remove_all(tier.directory());
+    write(tier.directory(), "not a folder");  // every write now fails in the storage
+    ASSERT_TRUE(bank.insert(c.texts[0], c.embeddings[0], c.replies[0]).has_value());
+    EXPECT_EQ(bank.stats().writes, 0u);
+    EXPECT_EQ(bank.stats().write_failures, 1u);
+    const auto h = bank.lookup(c.texts[0], c.embeddings[1]);
+    ASSERT_TRUE(h && h->entry->answer);
+    EXPECT_EQ(*h->entry->answer, c.replies[0]);
 }
 
 TEST_F(TieredSemanticCache, AnotherNamespaceSeesNothing) {

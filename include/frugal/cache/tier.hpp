@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "frugal/cache/page_keys.hpp"
@@ -74,6 +75,22 @@ concept kv_tier = requires(T& t, std::span<const tier_key> keys, std::span<const
     t.put(keys, values);
     { t.stats() } -> std::convertible_to<tier_stats>;
 };
+
+/// Stores `value` under `key`, best effort: false when the tier's storage failed (a
+/// `frugal::runtime_error`), for values that may stay unshared (an answer, an output).
+/// @code
+/// if (!frugal::cache::put_one(tier, key, record)) ++write_failures;
+/// @endcode
+template <kv_tier Tier>
+bool put_one(Tier& tier, const tier_key& key, std::string_view value) {
+    const std::span<const std::byte> bytes = std::as_bytes(std::span(value));
+    try {
+        tier.put({&key, 1}, {&bytes, 1});
+        return true;
+    } catch (const frugal::runtime_error&) {
+        return false;
+    }
+}
 
 /// A tier that also stores values of any size and lists what it holds (a semantic cache's
 /// answers, rebuilt into an index after a restart):

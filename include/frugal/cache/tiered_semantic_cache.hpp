@@ -148,14 +148,7 @@ private:
         std::string record(header_bytes, '\0');
         std::memcpy(record.data(), head.data(), header_bytes);
         record += bank_.entry_record(*e);
-        const tier_key key = answer_key(ns_, e->query);
-        const std::span<const std::byte> value = std::as_bytes(std::span(record));
-        try {
-            tier_.put({&key, 1}, {&value, 1});
-            ++stats_.writes;
-        } catch (const frugal::runtime_error&) {
-            ++stats_.write_failures;
-        }
+        ++(put_one(tier_, answer_key(ns_, e->query), record) ? stats_.writes : stats_.write_failures);
     }
 
     // The entry stored under `key`, if it is a whole record of this bank's shape (and of
