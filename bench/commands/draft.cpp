@@ -27,6 +27,7 @@
 #include <frugal/sim/prompt_lookup.hpp>
 
 #include "../../tests/draft/replay.hpp"  // the .tok reader and replay loop the tests also use
+#include "draft_replicas.hpp"
 #include "draft_serving.hpp"
 #include "harness.hpp"
 
@@ -613,6 +614,14 @@ public:
             ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
             ->capture_default_str();
         app.add_flag("--scaling", scaling_, "per-step draft latency at contexts of 1k..1M tokens, sam vs pld");
+        app.add_option("--replicas", replica_counts_,
+                       "engine replicas behind a load balancer (comma-separated counts): MAT with a history of each "
+                       "replica's own outputs, and with the replicas' outputs shared through a disk tier")
+            ->delimiter(',')
+            ->check(CLI::Range(std::size_t{1}, std::size_t{64}));
+        app.add_option("--sync-every", replicas_.sync_every, "requests between two pulls of the shared outputs")
+            ->check(CLI::PositiveNumber)
+            ->capture_default_str();
     }
     int run(result_sink& sink) override {
         if (scaling_) {
@@ -638,6 +647,12 @@ public:
                                .history = opt_.history};
             if (opt_.drafter != "all") s.drafters = {opt_.drafter};
             for (auto& r : serving_records(data, s)) sink.add(std::move(r));
+            return 0;
+        }
+        if (!replica_counts_.empty()) {
+            replicas_.replicas = replica_counts_;
+            replicas_.config = opt_.config();
+            for (auto& r : replica_records(data, replicas_)) sink.add(std::move(r));
             return 0;
         }
         if (opt_.drafter == "auto") throw CLI::ValidationError("--drafter", "auto needs --cost-model");
@@ -677,7 +692,10 @@ public:
             "(calibrated probabilities, expected tokens per ms maximised over the batch); ECE over every drafted "
             "candidate node, 10 bins. "
             "Scaling (`frugal-bench draft --scaling`): a decode loop copying spans of a context of 1k..1M tokens; "
-            "p50 of the draft calls, p50_over_smallest = p50 / p50 at 1k; sam-nobackoff = sam without back-off sources.";
+            "p50 of the draft calls, p50_over_smallest = p50 / p50 at 1k; sam-nobackoff = sam without back-off sources. "
+            "Replicas: the records routed at random to 4 or 8 engine replicas, each drafting from a history of its "
+            "own outputs (alone) or also of the others', pulled from a disk tier every 16 requests (shared); "
+            "mat_one is one replica serving every record.";
         s.records = draft_records(data, {});
         for (auto& r : s.records) r["kind"] = "replay";
         // Serving: the same file as lockstep batches under the 7B/H100 cost model.
@@ -696,6 +714,17 @@ public:
             r.erase("mat");  // the MAT plot is per category of the simulator; scaling has its own
             s.records.push_back(std::move(r));
         }
+        // Replicas behind a load balancer, alone and sharing their outputs through a disk tier.
+        replica_settings replicas;
+        replicas.replicas = {4, 8};
+        for (auto& r : replica_records(data, replicas)) {
+            r["category"] = "replicas";
+            s.records.push_back(std::move(r));
+        }
+        for (const char* drafter : {"sam", "sam-tree"})
+            if (auto v = find_number(s.records, {{"kind", "replicas"}, {"drafter", drafter}, {"replicas", 8}}, "shared_over_alone"))
+                s.headlines.push_back(untargeted(std::string("8 replicas sharing outputs through a disk tier, ") + drafter + ": MAT",
+                                                 *v, "each replica's own outputs"));
         const auto mat = [&](const char* drafter) {
             return find_number(s.records, {{"drafter", drafter}, {"category", "all"}}, "mat");
         };
@@ -742,6 +771,10 @@ public:
         s.tables.push_back({.title = "Calibration of the sized drafts' path probabilities",
                             .columns = {"batch", "nodes", "ece", "ece_uncalibrated"},
                             .filter = {{"kind", "calibration"}}});
+        s.tables.push_back({.title = "Replicas with a history each: alone and sharing outputs (`frugal-bench draft --replicas 4,8`)",
+                            .columns = {"drafter", "replicas", "sync_every", "mat_one", "mat_alone", "mat_shared",
+                                        "shared_over_alone", "one_over_alone", "pulled"},
+                            .filter = {{"kind", "replicas"}}});
         s.tables.push_back({.title = "Draft latency against context length",
                             .columns = {"drafter", "context", "draft_us_p50", "draft_us_p99", "p50_over_smallest",
                                         "update_us_per_token", "history_bytes"},
@@ -768,6 +801,8 @@ private:
     std::vector<std::size_t> batches_{1, 8, 32, 64};
     options opt_;
     std::size_t records_ = 400, concurrency_ = 0, history_tokens_ = std::size_t{1} << 20;
+    std::vector<std::size_t> replica_counts_;
+    replica_settings replicas_;
     std::uint32_t seed_ = 1;
     bool scaling_ = false, acceptance_ = false;
 };
