@@ -15,8 +15,8 @@ struct insert_outcome {
     std::size_t existing, cached;
 };
 
-/// Binds DiskTier, RedisTier (with hiredis), TierNamespace, chunk_keys and TieredPrefixTree
-/// (tier.cpp), after InsertResult.
+/// Binds DiskTier, RedisTier (with hiredis), TierNamespace, chunk_keys, TieredPrefixTree and
+/// SharedDocuments (tier.cpp), after InsertResult.
 void bind_tiers(py::module_& m);
 
 /// Binds SemanticCache and TieredSemanticCache (semantic.cpp), after the tiers.

@@ -1,6 +1,7 @@
 // frugal.cache's tiers below memory: TierNamespace, chunk_keys, DiskTier and (when built with
 // hiredis) RedisTier, over numpy arrays of keys (n x 2 uint64) and pages (n x bytes uint8), and
-// TieredPrefixTree, a prefix tree of pages (rows of the caller's array) over either tier.
+// TieredPrefixTree, a prefix tree of pages (rows of the caller's array) over either tier, and
+// SharedDocuments, the token sequences replicas share through one.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -16,6 +17,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include <frugal/cache/shared_documents.hpp>
 #include <frugal/cache/tiered_prefix_tree.hpp>
 
 #include "cache.hpp"
@@ -382,6 +384,74 @@ evicts them, at flush() or when the tree goes (write="back"). One thread at a ti
         .def("__len__", [](T& t) { return t.access.use("TieredPrefixTree.__len__", [&] { return t.tree.memory().size(); }); });
 }
 
+// A replica's outputs shared through a tier. Its calls that reach the tier hold the tier's
+// busy flag too, the GIL released.
+struct py_shared_documents {
+    template <class Tier>
+    py_shared_documents(py::object tier_object, py_tier<Tier>& t, const cache::tier_namespace& ns)
+        : tier_owner(std::move(tier_object)), tier(t), shared(tier, ns) {}
+    template <class Fn>
+    decltype(auto) use(const char* who, Fn&& fn) {
+        return without_gil(busy, who, [&]() -> decltype(auto) {
+            const busy_flag::guard g(tier.busy(), who);
+            return fn();
+        });
+    }
+    py::object tier_owner;  // keeps the tier alive
+    any_tier tier;
+    cache::shared_documents<any_tier, std::int32_t> shared;
+    busy_flag busy;
+};
+
+void bind_shared_documents(py::module_& m) {
+    using S = py_shared_documents;
+    using stats = cache::shared_documents_stats;
+    bind_result<stats>(m, "SharedDocumentsStats", "A SharedDocuments' counters since it was made.", old_form::none,
+                       result_field{"published", &stats::published, "sequences handed to the tier"},
+                       result_field{"write_failures", &stats::write_failures, "writes the storage failed"},
+                       result_field{"pulled", &stats::pulled, "other replicas' sequences pull() returned"},
+                       result_field{"refused", &stats::refused, "records not readable as this namespace's sequences"});
+    py::class_<S>(m, "SharedDocuments", R"doc(
+Token sequences (finished outputs) that engine replicas share through a DiskTier or RedisTier,
+so that each replica's drafting history holds every replica's outputs: publish() stores one
+(identical outputs once), pull() returns every sequence the tier holds that this object has
+neither published nor pulled (it lists the namespace: call it every few seconds, not per
+request). Damaged or foreign records are skipped (stats.refused). Give the outputs a
+namespace of their own. One thread at a time.
+
+    outputs = TierNamespace("llama-3.2-1b", "int32", "outputs", page_tokens=1)
+    shared = SharedDocuments(RedisTier(outputs, port=6379), outputs)
+    shared.publish(output)                      # a request finished (int32 tokens)
+    for doc in shared.pull():                   # every few seconds
+        history.add(doc)                        # frugal.draft.History
+)doc")
+        .def(py::init([](py::object tier, const cache::tier_namespace& ns) {
+                 return visit_tier(tier, "SharedDocuments", "tier",
+                                   [&](auto& t) { return std::make_unique<S>(tier, t, ns); });
+             }),
+             py::arg("tier"), py::arg("namespace"))
+        .def("publish",
+             [](S& s, py::handle tokens) {
+                 const array_view<std::int32_t> t(tokens, "tokens");
+                 s.use("SharedDocuments.publish", [&] { s.shared.publish(t.span()); });
+             },
+             py::arg("tokens"), "Stores `tokens` (int32) in the tier; an empty sequence is not stored.")
+        .def("pull",
+             [](S& s) {
+                 std::vector<std::vector<std::int32_t>> docs;
+                 s.use("SharedDocuments.pull", [&] {
+                     s.shared.pull([&](std::span<const std::int32_t> d) { docs.emplace_back(d.begin(), d.end()); });
+                 });
+                 py::list out;
+                 for (auto& d : docs) out.append(adopt(std::move(d)));
+                 return out;
+             },
+             "The sequences (int32 arrays) the tier holds that this object has neither published nor pulled.")
+        .def_property_readonly("stats", [](S& s) {
+            return with_busy(s.busy, "SharedDocuments.stats", [&] { return s.shared.stats(); });
+        });
+}
+
 }  // namespace
 
 void bind_tiers(py::module_& m) {
@@ -476,6 +546,7 @@ thread at a time (a second raises).
     bind_tier_methods(redis, "RedisTier");
 #endif
     bind_tiered_prefix_tree(m);
+    bind_shared_documents(m);
 }
 
 }  // namespace frugal::python

@@ -315,6 +315,24 @@ def tiered_semantic_case():
     return FLAGGED, s, members(s, calls)
 
 
+def shared_documents_case():
+    tier = cache.DiskTier(path_of("outputs"), TIER_NS, byte_budget=1 << 20)
+    s = cache.SharedDocuments(tier, TIER_NS)
+    other = cache.SharedDocuments(cache.DiskTier(path_of("outputs"), TIER_NS, byte_budget=1 << 20), TIER_NS)
+    calls = {"publish": lambda: s.publish(np.arange(random.randrange(1, 50), dtype=np.int32)), "pull": s.pull,
+             "other.publish": lambda: other.publish(np.arange(random.randrange(50, 99), dtype=np.int32)),
+             "tier.stats": lambda: tier.stats,  # the tier, which publish and pull hold
+             "_properties": ("stats",)}
+    return FLAGGED, s, members(s, calls)
+
+
+def shared_documents_stats_case():
+    s = cache.SharedDocuments(cache.DiskTier(path_of("outputs-stats"), TIER_NS, byte_budget=1 << 20), TIER_NS)
+    s.publish(np.arange(5, dtype=np.int32))
+    r = s.stats
+    return SHARED, r, members(r, {"_properties": ("published", "write_failures", "pulled", "refused")})
+
+
 def tiered_answer_stats_case():
     s = cache.TieredSemanticCache(cache.DiskTier(path_of("answer-stats"), TIER_NS, byte_budget=1 << 20), TIER_NS,
                                   capacity=4, dim=2, tau=0.5)
@@ -799,6 +817,8 @@ CASES = {
     "frugal.cache.TieredStats": tiered_stats_case,
     "frugal.cache.TieredSemanticCache": tiered_semantic_case,
     "frugal.cache.TieredAnswerStats": tiered_answer_stats_case,
+    "frugal.cache.SharedDocuments": shared_documents_case,
+    "frugal.cache.SharedDocumentsStats": shared_documents_stats_case,
     "frugal.draft.Drafter": drafter_case,
     "frugal.draft.DrafterConfig": drafter_config_case,
     "frugal.draft.DraftTree": lambda: draft_result_case(packed=False),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import frugal
-from frugal import cache
+from frugal import cache, draft
 from tiered_serving import pages_for, serve
 
 NS = cache.TierNamespace("test-1b", "bf16", "nhd", page_tokens=4)
@@ -305,3 +305,53 @@ assert bank.tiered_stats.writes == 10
     for i in range(10):
         hit = bank.lookup(f"q{i} again", embeddings[i] * 2)  # the same direction, another text
         assert (hit.query, hit.answer, hit.exact) == (f"q{i}", f"answer {i}", False)
+
+
+# ---- token sequences shared between replicas ------------------------------------------
+
+OUTPUTS = cache.TierNamespace("test-1b", "int32", "outputs", page_tokens=1)
+
+
+def test_replicas_share_their_outputs_and_a_history_drafts_from_them(tmp_path, rng):
+    replicas = [cache.SharedDocuments(cache.DiskTier(tmp_path, OUTPUTS, byte_budget=1 << 22), OUTPUTS) for _ in range(3)]
+    own = [set(), set(), set()]
+    for i in range(40):
+        output = rng.integers(0, 30000, int(rng.integers(1, 300))).astype(np.int32)
+        r = int(rng.integers(0, 3))
+        replicas[r].publish(output)
+        own[r].add(tuple(output.tolist()))
+    for r, shared in enumerate(replicas):
+        want = set().union(*(own[o] for o in range(3) if o != r)) - own[r]
+        docs = shared.pull()
+        assert all(d.dtype == np.int32 for d in docs)
+        assert sorted(tuple(d.tolist()) for d in docs) == sorted(want)
+        assert shared.pull() == [] and shared.stats.pulled == len(want)
+    # What a replica pulled drafts its requests: a prompt ending inside another replica's output
+    # gets that output's continuation.
+    text = np.arange(1000, 1100, dtype=np.int32)
+    replicas[0].publish(text)
+    history = draft.History(1 << 16)
+    for doc in replicas[1].pull():
+        history.add(doc)
+    sp = draft.Speculator(history, max_draft=8)
+    sp.start(1, np.array([7, 7, 1040, 1041, 1042, 1043], np.int32))
+    assert sp.propose([1], tree=False)[0].tokens.tolist()[:8] == list(range(1044, 1052))
+    with pytest.raises(TypeError, match="SharedDocuments: tier must be a DiskTier or RedisTier"):
+        cache.SharedDocuments(object(), OUTPUTS)
+
+
+def test_replicas_in_two_processes_share_outputs_through_redis(redis_port):
+    port, _ = redis_port
+    code = f"""
+import numpy as np
+from frugal import cache
+ns = cache.TierNamespace("test-1b", "int32", "outputs", page_tokens=1)
+shared = cache.SharedDocuments(cache.RedisTier(ns, port={port}), ns)
+for i in range(25):
+    shared.publish(np.arange(i, i + 10 + i, dtype=np.int32))
+assert shared.stats.published == 25
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, env=dict(os.environ))
+    shared = cache.SharedDocuments(cache.RedisTier(OUTPUTS, port=port), OUTPUTS)
+    got = sorted(tuple(d.tolist()) for d in shared.pull())
+    assert got == sorted(tuple(range(i, i + 10 + i)) for i in range(25))
