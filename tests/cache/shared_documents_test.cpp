@@ -121,6 +121,38 @@ TEST_F(SharedDocuments, ForeignDamagedOrMiskeyedRecordsAreSkipped) {
     EXPECT_EQ(reader.pull([](std::span<const int>) {}), 0u) << "a refused record is not read again";
 }
 
+TEST_F(SharedDocuments, EveryCutOrChangedHeaderByteOfARecordIsRefused) {
+    disk_tier<> tier(dir, outputs, 1 << 20);
+    const seq doc{3, 1, 4, 1, 5, 9, 2, 6};
+    const tier_key key = chained_page_keys(std::span<const int>(doc), doc.size(), outputs.id()).front();
+    {
+        disk_tier<> writer_tier(dir, outputs, 1 << 20);
+        shared_documents<disk_tier<>, int>(writer_tier, outputs).publish(doc);
+    }
+    const std::string whole = *tier.read(key);
+    ASSERT_EQ(whole.size(), 16 + doc.size() * sizeof(int));
+    auto pulled_after_writing = [&](const std::string& record) {
+        const auto value = std::as_bytes(std::span(record));
+        std::filesystem::remove(tier.path_of(key));
+        tier.put({&key, 1}, {&value, 1});  // a well-framed record of these bytes
+        shared_documents<disk_tier<>, int> reader(tier, outputs);
+        std::vector<seq> got;
+        reader.pull([&](std::span<const int> d) { got.emplace_back(d.begin(), d.end()); });
+        return got;
+    };
+    EXPECT_EQ(pulled_after_writing(whole), std::vector<seq>{doc});
+    for (std::size_t n = 0; n < whole.size(); ++n)
+        EXPECT_TRUE(pulled_after_writing(whole.substr(0, n)).empty()) << "cut at " << n;
+    for (std::size_t at = 0; at < 16; ++at) {
+        std::string changed = whole;
+        changed[at] = static_cast<char>(changed[at] ^ 0x01);
+        EXPECT_TRUE(pulled_after_writing(changed).empty()) << "header byte " << at;
+    }
+    std::string other_tokens = whole;
+    other_tokens[16] = static_cast<char>(other_tokens[16] ^ 0x01);  // a valid shape, another sequence
+    EXPECT_TRUE(pulled_after_writing(other_tokens).empty());
+}
+
 TEST_F(SharedDocuments, AStorageThatFailsCountsWriteFailuresAndThrowsNothing) {
     disk_tier<> tier(dir, outputs, 1 << 20);
     shared_documents<disk_tier<>, int> shared(tier, outputs);
