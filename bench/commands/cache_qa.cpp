@@ -1,9 +1,10 @@
 // `frugal-bench cache --qa-bank`: see cache_qa.hpp.
 #include "cache_qa.hpp"
 
+#include "stream_read.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <random>
 #include <span>
@@ -70,24 +71,6 @@ record time_bank(const char* impl, const std::vector<float>& bank, const std::ve
             {"lookup_us", t.median_ms * 1e3 / static_cast<double>(s.queries)}};
 }
 
-// The roofline of an exhaustive lookup: one streaming read of the bank's embedding bytes (an
-// XOR of 64-bit words in four independent lanes, which the compiler vectorizes), per lookup.
-double read_us(const std::vector<float>& bank) {
-    std::vector<std::uint64_t> words(bank.size() / 2);
-    std::memcpy(words.data(), bank.data(), words.size() * sizeof(std::uint64_t));
-    std::uint64_t sink = 0;
-    const timing t = measure([&] {
-        std::uint64_t a = 0, b = 0, c = 0, d = 0;
-        std::size_t i = 0;
-        for (; i + 4 <= words.size(); i += 4) a ^= words[i], b ^= words[i + 1], c ^= words[i + 2], d ^= words[i + 3];
-        for (; i < words.size(); ++i) a ^= words[i];
-        sink ^= a ^ b ^ c ^ d;
-    });
-    volatile std::uint64_t keep = sink;  // the reads are used
-    (void)keep;
-    return t.median_ms * 1e3;
-}
-
 double share_equal(const decisions& a, const decisions& b) {
     std::size_t same = 0;
     for (std::size_t i = 0; i < a.size(); ++i) same += a[i] == b[i] ? 1 : 0;
@@ -131,7 +114,9 @@ std::vector<record> qa_records(const qa_bench_settings& s) {
         rows.push_back({{"kind", "qa-bank"}, {"impl", "faiss-flat-ip"}, {"entries", entries}, {"dim", s.dim},
                         {"queries", s.queries}, {"lookup_us", faiss_us}, {"time_ratio", 1.0}, {"agreement", 1.0}});
 #endif
-        const double roofline_us = read_us(bank);
+        // The roofline: one streaming read of the bank's embedding bytes, one thread.
+        const stream_read reader({{bank.data(), bank.size() * sizeof(float)}}, 1);
+        const double roofline_us = measure([&] { reader(1); }).median_ms * 1e3;
         for (auto& r : rows) {
             r["roofline_ratio"] = roofline_us / r["lookup_us"].get<double>();
             out.push_back(std::move(r));

@@ -8,7 +8,6 @@
 // outputs of earlier ones. The output must equal plain greedy decoding.
 #include <cstdio>
 #include <map>
-#include <random>
 #include <span>
 #include <stop_token>
 #include <thread>
@@ -17,40 +16,20 @@
 #include <frugal/core/thread_pool.hpp>
 #include <frugal/frugal.hpp>
 
+#include "../common/phrased_requests.hpp"
+
 namespace fd = frugal::draft;
 
 constexpr int eos = 2;
 
-struct request {
-    std::vector<int> prompt, answer;  // the answer ends with EOS
+struct request : phrased_request {
     std::vector<int> output;
     std::size_t passes = 0;
 };
 
-// Requests whose answers are built from a shared set of phrases (a template reply, names
-// from the prompt, recurring explanations).
-std::vector<request> make_requests(std::size_t n) {
-    std::mt19937 rng(7);
-    std::vector<std::vector<int>> phrases(12);
-    for (auto& p : phrases) {
-        p.resize(6 + rng() % 10);
-        for (auto& t : p) t = 100 + int(rng() % 900);
-    }
-    std::vector<request> out(n);
-    for (auto& r : out) {
-        for (int i = 0; i < 12; ++i) r.prompt.push_back(1000 + int(rng() % 500));
-        for (int k = 0; k < 4; ++k) {
-            const auto& p = phrases[rng() % phrases.size()];
-            r.answer.insert(r.answer.end(), p.begin(), p.end());
-            r.answer.push_back(r.prompt[rng() % r.prompt.size()]);  // a word of this prompt
-        }
-        r.answer.push_back(eos);
-    }
-    return out;
-}
-
 int main() {
-    auto requests = make_requests(64);
+    std::vector<request> requests;
+    for (auto& r : phrased_requests(64, 7, eos)) requests.push_back({std::move(r), {}, 0});
     fd::live_history<int> history(1 << 16);  // past outputs, at most 64k tokens
     std::jthread writer([&](std::stop_token stop) { history.publish_loop(stop); });
     fd::speculator<int> spec({.tree_depth = 16, .tree_budget = 24}, &history);

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -18,31 +17,10 @@
 
 #include <frugal/frugal.hpp>
 
+#include "../common/phrased_requests.hpp"
+
 namespace fc = frugal::cache;
 namespace fd = frugal::draft;
-
-struct request {
-    std::vector<int> prompt, answer;
-};
-
-// Answers built from a shared set of phrases (template replies, recurring explanations).
-std::vector<request> make_requests(std::size_t n) {
-    std::mt19937 rng(11);
-    std::vector<std::vector<int>> phrases(8);
-    for (auto& p : phrases) {
-        p.resize(10 + rng() % 10);
-        for (auto& t : p) t = 100 + int(rng() % 900);
-    }
-    std::vector<request> out(n);
-    for (auto& r : out) {
-        for (int i = 0; i < 12; ++i) r.prompt.push_back(1000 + int(rng() % 500));
-        for (int k = 0; k < 4; ++k) {
-            const auto& p = phrases[rng() % phrases.size()];
-            r.answer.insert(r.answer.end(), p.begin(), p.end());
-        }
-    }
-    return out;
-}
 
 // A replica: its history, a drafter over it, and its view of the shared outputs.
 struct replica {
@@ -55,7 +33,7 @@ struct replica {
 
     // Serves `r`: returns the verification passes its answer took. The output goes to the
     // history and to the tier.
-    std::size_t serve(const request& r) {
+    std::size_t serve(const phrased_request& r) {
         drafter.begin(r.prompt);
         std::size_t done = 0, passes = 0;
         while (done < r.answer.size()) {
@@ -83,7 +61,7 @@ struct replica {
 int main() {
     const auto dir = std::filesystem::temp_directory_path() / ("frugal-replica-outputs-" + std::to_string(getpid()));
     const fc::tier_namespace outputs{.model = "example", .dtype = "int32", .layout = "outputs", .page_tokens = 1};
-    const auto requests = make_requests(20);
+    const auto requests = phrased_requests(20, 11, /*eos=*/2);
     std::size_t shared_passes = 0, alone_passes = 0, pulled = 0;
     {
         replica a(dir, outputs), b(dir, outputs);

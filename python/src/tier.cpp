@@ -385,18 +385,11 @@ evicts them, at flush() or when the tree goes (write="back"). One thread at a ti
 }
 
 // A replica's outputs shared through a tier. Its calls that reach the tier hold the tier's
-// busy flag too, the GIL released.
+// busy flag too (tier_call_guard), the GIL released.
 struct py_shared_documents {
     template <class Tier>
     py_shared_documents(py::object tier_object, py_tier<Tier>& t, const cache::tier_namespace& ns)
         : tier_owner(std::move(tier_object)), tier(t), shared(tier, ns) {}
-    template <class Fn>
-    decltype(auto) use(const char* who, Fn&& fn) {
-        return without_gil(busy, who, [&]() -> decltype(auto) {
-            const busy_flag::guard g(tier.busy(), who);
-            return fn();
-        });
-    }
     py::object tier_owner;  // keeps the tier alive
     any_tier tier;
     cache::shared_documents<any_tier, std::int32_t> shared;
@@ -433,15 +426,19 @@ namespace of their own. One thread at a time.
         .def("publish",
              [](S& s, py::handle tokens) {
                  const array_view<std::int32_t> t(tokens, "tokens");
-                 s.use("SharedDocuments.publish", [&] { s.shared.publish(t.span()); });
+                 const tier_call_guard g(s.busy, s.tier, "SharedDocuments.publish");
+                 py::gil_scoped_release release;
+                 s.shared.publish(t.span());
              },
              py::arg("tokens"), "Stores `tokens` (int32) in the tier; an empty sequence is not stored.")
         .def("pull",
              [](S& s) {
                  std::vector<std::vector<std::int32_t>> docs;
-                 s.use("SharedDocuments.pull", [&] {
+                 {
+                     const tier_call_guard g(s.busy, s.tier, "SharedDocuments.pull");
+                     py::gil_scoped_release release;
                      s.shared.pull([&](std::span<const std::int32_t> d) { docs.emplace_back(d.begin(), d.end()); });
-                 });
+                 }
                  py::list out;
                  for (auto& d : docs) out.append(adopt(std::move(d)));
                  return out;

@@ -63,6 +63,13 @@ private:
 };
 static_assert(cache::listable_tier<any_tier>);
 
+/// The flags a call that reads or writes a tier holds: its object's busy flag, then the
+/// tier's (a second thread in either raises).
+struct tier_call_guard {
+    tier_call_guard(busy_flag& object, const any_tier& tier, const char* who) : object_(object, who), tier_(tier.busy(), who) {}
+    busy_flag::guard object_, tier_;
+};
+
 /// `fn(tier)` with `tier` cast to the DiskTier or RedisTier it is; any other object is a
 /// TypeError naming the caller (`who`) and the argument (`arg`).
 template <class Fn>
